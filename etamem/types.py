@@ -1,0 +1,80 @@
+"""Typed data model: turns, memory units, search hits and answers (DESIGN §3)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+POLARITIES = ("negative", "neutral", "positive")
+AMU_STATUSES = ("active", "superseded", "deleted")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn as stored (raw, before extraction).
+
+    `timestamp` is timezone-aware; `turn_id` keeps dataset ids (LoCoMo `D1:3`) verbatim;
+    `extra` carries optional dataset fields (e.g. a photo caption) as plain JSON values.
+    """
+
+    turn_id: str
+    session_id: str
+    speaker: str
+    text: str
+    timestamp: datetime
+    space: str = "default"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AMU:
+    """Atomic memory unit: one self-contained fact with a pointer to its source turns.
+
+    `polarity_scores` are class probabilities in POLARITIES order (negative, neutral, positive).
+    """
+
+    amu_id: str
+    text: str
+    speaker: str
+    timestamp: datetime
+    session_id: str
+    source_turn_ids: tuple[str, ...]
+    polarity: str = "neutral"
+    polarity_scores: tuple[float, float, float] = (0.0, 1.0, 0.0)
+    status: str = "active"
+    space: str = "default"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved AMU with its score, the view(s) that found it and its source turns."""
+
+    amu: AMU
+    score: float
+    views: tuple[str, ...]
+    source_turn_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """LLM accounting for one stage (extract, summarise, answer, judge)."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer with the evidence that grounds it and what it cost.
+
+    `llm_used` is False when no LLM is configured: `text` then holds the best evidence
+    sentences and `note` says so.
+    """
+
+    text: str
+    hits: list[Hit]
+    llm_used: bool
+    note: str = ""
+    cost: dict[str, StageCost] = field(default_factory=dict)

