@@ -1,0 +1,25 @@
+"""ETAMem: Event-Time-Affect long-term memory for LLM agents.
+
+    from etamem import Memory
+    with Memory("my_store") as mem:
+        mem.add([{"session_id": "s1", "speaker": "Ana", "text": "I adopted a cat named Miso.",
+                  "timestamp": "2023-05-08T13:56"}], space="ana")
+        hits = mem.search("What pet does Ana have?", space="ana")
+
+Nothing heavy is imported or computed here: models load on first use.
+"""
+from .config import Config
+from .types import AMU, Answer, Hit, StageCost, Turn
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):  # lazy: keep `import etamem` cheap
+    if name == "Memory":
+        from .memory import Memory
+
+        return Memory
+    raise AttributeError(f"module 'etamem' has no attribute {name!r}")
+
+
+__all__ = ["Memory", "Config", "Turn", "AMU", "Hit", "Answer", "StageCost", "__version__"]

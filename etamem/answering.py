@@ -1,0 +1,54 @@
+"""Grounded answers: a context packet from hits and source turns, rendered into the answer
+prompt for the configured style; without an LLM, the best evidence sentences."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from .prompts_io import render_prompt
+from .timeparse import format_date
+from .types import Answer, Hit, StageCost, Turn
+
+NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
+               "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
+
+
+def format_memories(hits: list[Hit]) -> str:
+    """One line per hit, chronological: `[8 May 2023] (flat) Caroline went to ...`."""
+    ordered = sorted(hits, key=lambda h: (h.amu.timestamp, h.amu.amu_id))
+    return "\n".join(f"[{format_date(h.amu.timestamp)}] ({', '.join(h.views)}) {h.amu.text}" for h in ordered) or "(none)"
+
+
+def format_source_turns(hits: list[Hit], sources: dict[str, Turn]) -> str:
+    seen: list[str] = []
+    for h in sorted(hits, key=lambda h: (h.amu.timestamp, h.amu.amu_id)):
+        seen.extend(t for t in h.source_turn_ids if t in sources and t not in seen)
+    return "\n".join(
+        f"[{format_date(sources[t].timestamp)}] {t} {sources[t].speaker}: {sources[t].text}" for t in seen
+    ) or "(none)"
+
+
+def _usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, StageCost]:
+    out = {}
+    for stage, cost in after.items():
+        b = before.get(stage, StageCost())
+        delta = StageCost(cost.calls - b.calls, cost.cached_calls - b.cached_calls,
+                          cost.prompt_tokens - b.prompt_tokens, cost.completion_tokens - b.completion_tokens)
+        if delta != StageCost():
+            out[stage] = delta
+    return out
+
+
+def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, llm, style: str,
+                   question_date: datetime | None, n_sentences: int = 3) -> Answer:
+    """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns."""
+    if llm is None:
+        text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)})." for h in hits[:n_sentences])
+        return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
+    prompt = render_prompt(
+        f"answer_{style}", question=question, memories=format_memories(hits),
+        source_turns=format_source_turns(hits, sources),
+        question_date=format_date(question_date) if question_date else "unknown",
+    )
+    before = llm.usage()
+    text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
+    return Answer(text=text, hits=hits, llm_used=True, cost=_usage_delta(before, llm.usage()))

@@ -1,0 +1,242 @@
+"""`etamem` command line: demo, ingest, search, ask."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from importlib import resources
+from itertools import groupby
+from pathlib import Path
+
+from .config import Config
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("etamem").setLevel(level)
+    # model loaders print progress bars of their own; keep the terminal readable
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _config(args) -> Config:
+    values = {}
+    if getattr(args, "config", None):
+        values.update(json.loads(Path(args.config).read_text(encoding="utf-8")))
+    for item in getattr(args, "set", None) or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return Config.from_dict(values)
+
+
+def _memory(args, path):
+    from .memory import Memory
+
+    return Memory(path, _config(args))
+
+
+def polarity_counts(amus) -> dict[str, int]:
+    counts = Counter(a.polarity for a in amus)
+    return {p: counts.get(p, 0) for p in ("negative", "neutral", "positive")}
+
+
+def _print_hits(hits, mem, space) -> None:
+    from .timeparse import format_date
+
+    for rank, h in enumerate(hits, 1):
+        print(f"  {rank:2d}. [{h.score:.3f}] ({format_date(h.amu.timestamp)}, {h.amu.polarity}) {h.amu.text}")
+        for turn in mem.turns(space, turn_ids=list(h.source_turn_ids)):
+            print(f"        <- {turn.turn_id} {turn.speaker}: {turn.text}")
+
+
+# --- demo ---------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    from .timeparse import format_date
+
+    doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
+    space = doc["space"]
+    t0 = time.perf_counter()
+    with _memory(args, args.store) as mem:
+        print(f"ETAMem demo: {doc['title']}")
+        print(f"{len(doc['turns'])} turns in {len({t['session_id'] for t in doc['turns']})} sessions; "
+              f"store: {args.store or 'in memory'}\n")
+        for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
+            mem.add(list(session), space=space)
+        mem.end_session(space)
+        amus = mem.list(space)
+        print(f"Extracted {len(amus)} AMUs with {type(mem.extractor).__name__}; "
+              f"affect tagger: {mem.affect_tagger.name}; text encoder: {mem.text_encoder.name}\n")
+        event = [a for a in amus if a.polarity == "neutral"]
+        affect = [a for a in amus if a.polarity != "neutral"]
+        print(f"Event view (neutral AMUs, text embeddings): {len(event)}")
+        for a in event[:args.show]:
+            print(f"  - {a.text}")
+        print(f"Affect view (positive/negative AMUs, affective embeddings): {len(affect)}")
+        for a in affect[:args.show]:
+            print(f"  - [{a.polarity}] {a.text}")
+        print("Time view (month / ISO week / day / session):")
+        for month, in_month in groupby(sorted(amus, key=lambda a: a.timestamp), key=lambda a: a.timestamp.strftime("%Y-%m")):
+            in_month = list(in_month)
+            for session, in_session in groupby(in_month, key=lambda a: a.session_id):
+                a0 = next(in_session)
+                week = a0.timestamp.isocalendar()
+                n = 1 + sum(1 for _ in in_session)
+                print(f"  {month} / W{week.week:02d} / {format_date(a0.timestamp)} / {session}: {n} AMUs")
+        print()
+        for q in doc["questions"]:
+            ans = mem.answer(q["question"], space=space, now=q["now"], top_k=args.top_k)
+            print(f"Q: {q['question']}")
+            print(f"A: {ans.text}")
+            if not ans.llm_used:
+                print(f"   ({ans.note})")
+            print("   evidence:")
+            _print_hits(ans.hits[:3], mem, space)
+            print()
+    print(f"demo finished in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+# --- ingest -------------------------------------------------------------------------------
+def cmd_ingest(args) -> int:
+    from tqdm import tqdm
+
+    from .datasets import read_conversations
+
+    conversations = list(read_conversations(args.file, args.format))
+    if args.limit:
+        conversations = conversations[:args.limit]
+    t_all = time.perf_counter()
+    rows = []
+    with _memory(args, args.store) as mem:
+        for conv in conversations:
+            t0 = time.perf_counter()
+            if conv.space in mem.spaces():
+                if not args.replace:
+                    print(f"{conv.space}: already in the store, skipped (use --replace to re-ingest)")
+                    continue
+                mem.delete(space=conv.space)
+            bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
+            for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
+                session = list(session)
+                mem.add(session, space=conv.space)
+                bar.update(len(session))
+            mem.end_session(conv.space)
+            bar.close()
+            amus = mem.list(conv.space)
+            pol = polarity_counts(amus)
+            rows.append((conv.space, len(conv.turns), len(amus), pol, time.perf_counter() - t0))
+            print(f"{conv.space}: turns {len(conv.turns)}, AMUs {len(amus)}, polarity neg {pol['negative']} / "
+                  f"neu {pol['neutral']} / pos {pol['positive']}, {rows[-1][4]:.1f} s")
+    if rows:
+        total = Counter()
+        for _, n_turns, n_amus, pol, _ in rows:
+            total.update({"turns": n_turns, "amus": n_amus, **pol})
+        print(f"total: {len(rows)} conversations, turns {total['turns']}, AMUs {total['amus']}, polarity neg "
+              f"{total['negative']} / neu {total['neutral']} / pos {total['positive']}, "
+              f"wall {time.perf_counter() - t_all:.1f} s")
+    return 0
+
+
+# --- search / ask -------------------------------------------------------------------------
+def _existing_store(path: str) -> str:
+    if not (Path(path) / "memory.sqlite").is_file():
+        raise SystemExit(f"no ETAMem store at {path} (expected {Path(path) / 'memory.sqlite'})")
+    return path
+
+
+def cmd_search(args) -> int:
+    with _memory(args, _existing_store(args.store)) as mem:
+        hits = mem.search(args.query, space=args.space, top_k=args.top_k, now=args.now)
+        if args.json:
+            print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score,
+                               "timestamp": h.amu.timestamp.isoformat(), "views": list(h.views),
+                               "source_turn_ids": list(h.source_turn_ids)} for h in hits], indent=1))
+        else:
+            _print_hits(hits, mem, args.space)
+    return 0
+
+
+def cmd_ask(args) -> int:
+    with _memory(args, _existing_store(args.store)) as mem:
+        ans = mem.answer(args.question, space=args.space, now=args.now, top_k=args.top_k)
+        print(ans.text)
+        if ans.note:
+            print(f"({ans.note})")
+        print("evidence:")
+        _print_hits(ans.hits[:args.show], mem, args.space)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="etamem", description="ETAMem: Event-Time-Affect memory for LLM agents")
+    p.add_argument("-v", "--verbose", action="count", default=1, help="more logging (-vv: debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings only")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp):
+        sp.add_argument("--config", help="JSON file with Config values")
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override one Config value")
+
+    d = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions (offline)")
+    d.add_argument("--store", default=None, help="store directory (default: in memory)")
+    d.add_argument("--show", type=int, default=5, help="AMUs shown per view")
+    d.add_argument("--top-k", type=int, default=10)
+    common(d)
+    d.set_defaults(func=cmd_demo)
+
+    i = sub.add_parser("ingest", help="ingest a conversation file into a store")
+    i.add_argument("file")
+    i.add_argument("--format", required=True, choices=["locomo", "longmemeval", "jsonl"])
+    i.add_argument("--store", required=True, help="store directory")
+    i.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    i.add_argument("--replace", action="store_true", help="re-ingest conversations already in the store")
+    i.add_argument("--no-progress", action="store_true")
+    common(i)
+    i.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("search", help="search a store")
+    s.add_argument("store")
+    s.add_argument("query")
+    s.add_argument("--space", default="default")
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--now", default=None, help="question date")
+    s.add_argument("--json", action="store_true")
+    common(s)
+    s.set_defaults(func=cmd_search)
+
+    a = sub.add_parser("ask", help="answer a question from a store")
+    a.add_argument("store")
+    a.add_argument("question")
+    a.add_argument("--space", default="default")
+    a.add_argument("--top-k", type=int, default=None)
+    a.add_argument("--now", default=None, help="question date")
+    a.add_argument("--show", type=int, default=5, help="evidence hits shown")
+    common(a)
+    a.set_defaults(func=cmd_ask)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(0 if args.quiet else args.verbose)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"etamem: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""LLM client for any OpenAI-compatible endpoint (DESIGN §9).
+
+Retries with exponential backoff on rate limits, 5xx, timeouts and connection errors;
+strict JSON parsing with one repair round; an SQLite response cache keyed by
+(model, messages, params); token and call accounting per stage.
+"""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from typing import Any, Callable
+
+from .types import StageCost
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_API_KEY = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) ignore the key
+_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?[ \t]*```\Z", re.DOTALL)
+_EXCERPT = 200
+
+
+class LLMError(RuntimeError):
+    """The endpoint failed, refused the request or returned no usable reply."""
+
+
+class LLMJSONError(LLMError):
+    """The reply was not valid JSON, even after one repair attempt."""
+
+
+def _excerpt(text: str, n: int = _EXCERPT) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def parse_json_strict(text: str) -> Any:
+    """Parse `text` as JSON after stripping whitespace and one surrounding ``` fence."""
+    body = text.strip()
+    m = _FENCE.match(body)
+    if m:
+        body = m.group(1).strip()
+    return json.loads(body, parse_constant=_reject_constant)
+
+
+class _ResponseCache:
+    """SQLite store of raw replies (WAL mode, one connection shared under a lock)."""
+
+    def __init__(self, path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS responses ("
+                " key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL,"
+                " prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
+                " created REAL NOT NULL)"
+            )
+            self._conn.commit()
+
+    def get(self, key: str) -> tuple[str, int, int] | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT response, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
+                (key,),
+            ).fetchone()
+        return None if row is None else (row[0], int(row[1]), int(row[2]))
+
+    def put(self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
+                (key, model, text, prompt_tokens, completion_tokens, time.time()),
+            )
+            self._conn.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class LLMClient:
+    """Chat-completions client with retries, a disk cache and per-stage accounting.
+
+    `calls` counts replies fetched from the endpoint (retries not included);
+    `cached_calls` counts replies served from the cache, which add no tokens.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        cache_path: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import openai
+
+        if not model:
+            raise ValueError("LLMClient needs a model name")
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(0, int(max_retries))
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.cache_path = cache_path
+        self._sleep = sleep
+        if api_key is None and base_url is not None and not os.environ.get("OPENAI_API_KEY"):
+            api_key = PLACEHOLDER_API_KEY
+        try:
+            self._client = openai.OpenAI(
+                api_key=api_key, base_url=base_url, timeout=self.timeout_s, max_retries=0
+            )
+        except openai.OpenAIError as exc:
+            raise LLMError(f"cannot create the OpenAI client for model {model!r}: {exc}") from exc
+        self._cache = _ResponseCache(cache_path) if cache_path else None
+        self._usage_lock = threading.Lock()
+        self._usage: dict[str, StageCost] = {}
+
+    @classmethod
+    def from_config(cls, config: Any, cache_path: str | None = None) -> "LLMClient | None":
+        """Build a client from a Config (then the environment); None when no model is set."""
+        model = config.resolved_llm_model()
+        if not model:
+            return None
+        base_url = config.resolved_llm_base_url()
+        api_key = config.resolved_llm_api_key()
+        if api_key is None and base_url is not None:
+            api_key = PLACEHOLDER_API_KEY
+        return cls(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout_s=config.llm_timeout_s,
+            max_retries=config.llm_max_retries,
+            backoff_s=config.llm_backoff_s,
+            backoff_max_s=config.llm_backoff_max_s,
+            temperature=config.llm_temperature,
+            max_tokens=config.llm_max_tokens,
+            cache_path=config.llm_cache_path or cache_path,
+        )
+
+    # --- accounting -------------------------------------------------------------------
+    def usage(self) -> dict[str, StageCost]:
+        """Per-stage calls, cached calls and tokens so far (a copy)."""
+        with self._usage_lock:
+            return dict(self._usage)
+
+    def reset_usage(self) -> None:
+        with self._usage_lock:
+            self._usage = {}
+
+    def _account(self, stage: str, *, cached: bool, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        with self._usage_lock:
+            c = self._usage.get(stage, StageCost())
+            self._usage[stage] = StageCost(
+                calls=c.calls + (0 if cached else 1),
+                cached_calls=c.cached_calls + (1 if cached else 0),
+                prompt_tokens=c.prompt_tokens + prompt_tokens,
+                completion_tokens=c.completion_tokens + completion_tokens,
+            )
+
+    # --- completion -------------------------------------------------------------------
+    def cache_key(self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict) -> str:
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "params": params,
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def complete(self, messages: list[dict], *, stage: str, **params: Any) -> str:
+        """Return the reply text for `messages`; `params` go to chat.completions.create."""
+        temperature = params.pop("temperature", self.temperature)
+        max_tokens = params.pop("max_tokens", self.max_tokens)
+        key = None
+        if self._cache is not None:
+            key = self.cache_key(messages, temperature, max_tokens, params)
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._account(stage, cached=True)
+                return hit[0]
+        response = self._request_with_retries(messages, temperature, max_tokens, params, stage)
+        text, prompt_tokens, completion_tokens = self._read_response(response, stage)
+        self._account(stage, cached=False, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        if key is not None:
+            self._cache.put(key, self.model, text, prompt_tokens, completion_tokens)
+        return text
+
+    def _request_with_retries(
+        self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict, stage: str
+    ) -> Any:
+        import openai
+
+        attempts = self.max_retries + 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            try:
+                return self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    **params,
+                )
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if not (status == 408 or status == 429 or status >= 500):
+                    raise LLMError(
+                        f"LLM request rejected (stage {stage!r}, model {self.model!r}): "
+                        f"HTTP {status}: {_excerpt(_body_text(exc))}"
+                    ) from exc
+                last, reason = exc, f"HTTP {status}"
+                retry_after = _retry_after_s(exc.response)
+            except openai.APIConnectionError as exc:  # includes APITimeoutError
+                kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
+                last, reason, retry_after = exc, kind, None
+            if attempt + 1 >= attempts:
+                break
+            delay = min(self.backoff_s * (2**attempt), self.backoff_max_s)
+            if retry_after is not None:
+                delay = min(max(retry_after, 0.0), self.backoff_max_s)
+            log.warning(
+                "LLM %s (stage %s), retry %d/%d in %.2fs", reason, stage, attempt + 1, self.max_retries, delay
+            )
+            self._sleep(delay)
+        raise LLMError(
+            f"LLM request failed after {attempts} attempt(s) (stage {stage!r}, model {self.model!r}): "
+            f"{_describe(last)}"
+        ) from last
+
+    def _read_response(self, response: Any, stage: str) -> tuple[str, int, int]:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise LLMError(f"LLM reply without choices (stage {stage!r}, model {self.model!r})")
+        text = choices[0].message.content
+        if text is None:
+            raise LLMError(
+                f"LLM reply without text content (stage {stage!r}, finish_reason "
+                f"{choices[0].finish_reason!r})"
+            )
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return text, prompt_tokens, completion_tokens
+
+    def complete_json(self, messages: list[dict], *, stage: str, **params: Any) -> Any:
+        """Complete and parse the reply as strict JSON, with one repair round."""
+        text = self.complete(messages, stage=stage, **params)
+        try:
+            return parse_json_strict(text)
+        except ValueError as exc:
+            error = str(exc)
+        log.info("LLM reply for stage %s was not valid JSON (%s); asking for a repair", stage, error)
+        repair = list(messages) + [
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": (
+                    f"Your reply was not valid JSON ({error}). "
+                    "Reply with only the corrected JSON, no explanation and no code fence."
+                ),
+            },
+        ]
+        fixed = self.complete(repair, stage=stage, **params)
+        try:
+            return parse_json_strict(fixed)
+        except ValueError as exc:
+            raise LLMJSONError(
+                f"LLM reply for stage {stage!r} is not valid JSON after one repair attempt "
+                f"({exc}); reply began: {_excerpt(fixed, 120)!r}; first reply began: {_excerpt(text, 120)!r}"
+            ) from exc
+
+    def close(self) -> None:
+        """Close the HTTP client and the cache."""
+        try:
+            self._client.close()
+        finally:
+            if self._cache is not None:
+                self._cache.close()
+                self._cache = None
+
+    def __enter__(self) -> "LLMClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _body_text(exc: Any) -> str:
+    try:
+        return exc.response.text
+    except Exception:  # noqa: BLE001 - best effort for an error message
+        return str(getattr(exc, "body", "") or exc)
+
+
+def _describe(exc: Exception | None) -> str:
+    if exc is None:
+        return "unknown error"
+    status = getattr(exc, "status_code", None)
+    if status is not None:
+        return f"HTTP {status}: {_excerpt(_body_text(exc))}"
+    return f"{type(exc).__name__}: {_excerpt(str(exc))}"
+
+
+def _retry_after_s(response: Any) -> float | None:
+    """Seconds from `retry-after-ms` / `Retry-After` (seconds or HTTP date), else None."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            seconds = float(ms) / 1000.0
+            if math.isfinite(seconds):
+                return seconds
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,283 @@
+"""`Memory`: the one entry class (DESIGN §1, §4, §11).
+
+    mem = Memory("store_dir")            # or Memory() for an in-memory store
+    mem.add(turns, space="user-42")      # raw turns stored first, then AMUs extracted
+    hits = mem.search("question", space="user-42")
+    ans = mem.answer("question", space="user-42", now="2023-06-01")
+
+Models (text encoder, affect tagger, LLM) load lazily on first use and can be injected.
+All public methods are thread-safe (one re-entrant lock per Memory).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .answering import compose_answer
+from .config import Config
+from .encoders import make_text_encoder
+from .flat_index import FlatHybridIndex
+from .inputs import normalise_turns, validate_space
+from .store import Store
+from .timeparse import format_date, parse_timestamp
+from .types import AMU, Answer, Hit, Turn
+
+log = logging.getLogger(__name__)
+
+STORE_FILE = "memory.sqlite"
+LLM_CACHE_FILE = "llm_cache.sqlite"
+
+
+class Memory:
+    """Long-term memory of multi-session conversations, partitioned by `space`.
+
+    path: a directory holding `memory.sqlite` (and the LLM cache); None = in memory.
+    config: a `Config` or a dict for `Config.from_dict`. text_encoder / affect_tagger /
+    llm / extractor: optional injected components (tests, custom models).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, config: Config | Mapping[str, Any] | None = None,
+                 *, text_encoder=None, affect_tagger=None, llm=None, extractor=None):
+        self.config = config if isinstance(config, Config) else Config.from_dict(config)
+        self.path = None if path is None else Path(path)
+        if self.path is not None and self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"path: {self.path} exists and is not a directory")
+        self.store = Store(None if self.path is None else self.path / STORE_FILE)
+        self._lock = threading.RLock()
+        self._text_encoder = text_encoder
+        self._affect_tagger = affect_tagger
+        self._llm = llm
+        self._llm_resolved = llm is not None
+        self._extractor = extractor
+        self._indexes: dict[str, tuple[FlatHybridIndex, list[AMU]]] = {}
+        self.extraction_stats = {"turns": 0, "amus": 0, "llm_fallback_turns": 0}
+
+    # --- lazily built components ----------------------------------------------------------
+    @property
+    def text_encoder(self):
+        with self._lock:
+            if self._text_encoder is None:
+                self._text_encoder = make_text_encoder(self.config, persist=self.store)
+            return self._text_encoder
+
+    @property
+    def affect_tagger(self):
+        with self._lock:
+            if self._affect_tagger is None:
+                from .affect import make_affect_tagger
+
+                self._affect_tagger = make_affect_tagger(self.config, self.text_encoder)
+            return self._affect_tagger
+
+    @property
+    def llm(self):
+        """The LLM client, or None when no model is configured (the embedded default)."""
+        with self._lock:
+            if not self._llm_resolved:
+                from .llm import LLMClient
+
+                cache = None if self.path is None else str(self.path / LLM_CACHE_FILE)
+                self._llm = LLMClient.from_config(self.config, cache_path=cache)
+                self._llm_resolved = True
+            return self._llm
+
+    @property
+    def extractor(self):
+        with self._lock:
+            if self._extractor is None:
+                from .extraction import LLMExtractor, RuleExtractor
+
+                rule = RuleExtractor(min_words=self.config.min_amu_words)
+                use_llm = self.config.extractor == "llm" or (self.config.extractor == "auto" and self.llm is not None)
+                if use_llm:
+                    if self.llm is None:
+                        raise ValueError("config extractor='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
+                    self._extractor = LLMExtractor(self.llm, style=self.config.extraction_style, fallback=rule)
+                else:
+                    self._extractor = rule
+                log.info("AMU extractor: %s", type(self._extractor).__name__)
+            return self._extractor
+
+    # --- writing --------------------------------------------------------------------------
+    def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
+            space: str = "default") -> list[AMU]:
+        """Store turns, then extract, tag and index their AMUs; returns the new AMUs.
+
+        Bad input raises ValueError naming the field (e.g. `turns[2].timestamp`) and stores
+        nothing from the call. Raw turns are durable before extraction: if a model fails,
+        they stay pending and are processed by the next `add`/`flush`.
+        A new session id ends the space's open sessions.
+        """
+        with self._lock:
+            space = validate_space(space)
+            items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
+            if not items:
+                return []
+            ids = [it.turn_id if isinstance(it, Turn) else it.get("turn_id") for it in items]
+            ids = [str(i) for i in ids if i is not None]
+            existing = self.store.existing_turn_ids(space, ids)
+            next_seq = self.store.next_turn_seq(space)
+            clean = normalise_turns(items, space, default_tz=self.config.default_timezone,
+                                    existing_ids=existing, next_seq=next_seq)
+            self.store.insert_turns(clean, first_seq=next_seq)
+            return self._process_pending(space)
+
+    def flush(self, space: str = "default") -> list[AMU]:
+        """Process any pending turns of the space (e.g. after a model failure)."""
+        with self._lock:
+            return self._process_pending(self._known_space(space))
+
+    def end_session(self, space: str = "default") -> list[str]:
+        """Close the space's open sessions (session-end maintenance); returns their ids."""
+        with self._lock:
+            space = self._known_space(space)
+            self._process_pending(space)
+            open_ids = self.store.open_sessions(space)
+            self._end_sessions(space, open_ids)
+            return open_ids
+
+    def _end_sessions(self, space: str, session_ids: list[str]) -> None:
+        if session_ids:
+            self.store.mark_sessions_ended(space, session_ids)
+            log.debug("space %s: ended sessions %s", space, session_ids)
+
+    def _process_pending(self, space: str) -> list[AMU]:
+        pending = self.store.turns(space, pending_only=True)
+        new: list[AMU] = []
+        for session_id, group in groupby(pending, key=lambda t: t.session_id):
+            others = [s for s in self.store.open_sessions(space) if s != session_id]
+            self._end_sessions(space, others)
+            new.extend(self._extract_and_store(space, list(group)))
+        if new:
+            self._indexes.pop(space, None)
+        return new
+
+    def _extract_and_store(self, space: str, turns: list[Turn]) -> list[AMU]:
+        extractor = self.extractor
+        drafts: list[tuple[Turn, int, str]] = []
+        for i, turn in enumerate(turns):
+            context = turns[max(0, i - 4):i]
+            for k, text in enumerate(extractor.extract(turn, context)):
+                drafts.append((turn, k, text))
+        texts = [d[2] for d in drafts]
+        text_vecs = self.text_encoder.encode(texts)
+        affect = self.affect_tagger.tag(texts)
+        amus = [
+            AMU(amu_id=f"{turn.turn_id}#{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
+                session_id=turn.session_id, source_turn_ids=(turn.turn_id,), polarity=affect.polarities[j],
+                polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
+            for j, (turn, k, text) in enumerate(drafts)
+        ]
+        self.store.write_amus(space, amus, text_vecs, affect.embeddings, [t.turn_id for t in turns])
+        self.extraction_stats["turns"] += len(turns)
+        self.extraction_stats["amus"] += len(amus)
+        return amus
+
+    # --- reading --------------------------------------------------------------------------
+    def spaces(self) -> list[str]:
+        with self._lock:
+            return self.store.spaces()
+
+    def _known_space(self, space: str) -> str:
+        space = validate_space(space)
+        if space not in self.store.spaces():
+            raise ValueError(f"space: unknown space {space!r} (known: {self.store.spaces()})")
+        return space
+
+    def get(self, amu_id: str, space: str = "default") -> AMU:
+        """One AMU by id (any status); KeyError if absent."""
+        with self._lock:
+            found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])
+            if not found:
+                raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+            return found[0]
+
+    def list(self, space: str = "default", status: str | None = "active") -> list[AMU]:
+        """AMUs of a space in insertion order (status=None: all statuses)."""
+        with self._lock:
+            return self.store.amus(self._known_space(space), status=status)
+
+    def turns(self, space: str = "default", turn_ids: list[str] | None = None) -> list[Turn]:
+        """Raw stored turns of a space in arrival order."""
+        with self._lock:
+            return self.store.turns(self._known_space(space), turn_ids=turn_ids)
+
+    def delete(self, space: str = "default", amu_id: str | None = None) -> int:
+        """Delete one AMU (marked deleted, vectors dropped) or, with amu_id=None, everything
+        stored for the space (turns, AMUs, vectors, sessions). Returns how many AMUs went."""
+        with self._lock:
+            space = self._known_space(space)
+            self._indexes.pop(space, None)
+            if amu_id is None:
+                n = self.store.count_amus(space)
+                self.store.delete_space(space)
+                return n
+            if not self.store.amus(space, status=None, amu_ids=[amu_id]):
+                raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+            return int(self.store.delete_amu(space, amu_id))
+
+    # --- search and answers ----------------------------------------------------------------
+    def _index(self, space: str) -> tuple[FlatHybridIndex, list[AMU]]:
+        if space not in self._indexes:
+            amus = self.store.amus(space)
+            vecs = self.store.amu_vectors(space, "text", [a.amu_id for a in amus])
+            if not amus:
+                vecs = np.zeros((0, self.text_encoder.dim), np.float32)
+            bm25_texts = [f"{a.text} {format_date(a.timestamp)}" for a in amus]
+            self._indexes[space] = (FlatHybridIndex(vecs, bm25_texts), amus)
+        return self._indexes[space]
+
+    def search(self, query: str, space: str = "default", top_k: int | None = None,
+               now: datetime | str | None = None) -> list[Hit]:
+        """Best AMUs of the space for the query, best first.
+
+        Until the hierarchical views land this is a flat hybrid search, score
+        (1 - beta) * cos + beta * BM25n; each hit's `views` is ("flat",). `now` (the question
+        date) is validated and reserved for temporal queries.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query: expected a non-empty string, got {query!r}")
+        k = self.config.top_k if top_k is None else int(top_k)
+        if k < 1:
+            raise ValueError(f"top_k: expected >= 1, got {top_k!r}")
+        if now is not None:
+            parse_timestamp(now, self.config.default_timezone)
+        with self._lock:
+            space = self._known_space(space)
+            self._process_pending(space)
+            index, amus = self._index(space)
+            qvec = self.text_encoder.encode([query])[0]
+            results = index.search(qvec, query, k, beta=self.config.bm25_weight, pool=self.config.candidate_pool)
+        return [Hit(amu=amus[r.index], score=r.score, views=("flat",), source_turn_ids=amus[r.index].source_turn_ids)
+                for r in results]
+
+    def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
+               top_k: int | None = None) -> Answer:
+        """Answer from memory: an LLM answer grounded in the hits when an LLM is configured,
+        else the best evidence sentences with a note saying no LLM is configured."""
+        hits = self.search(question, space=space, top_k=top_k, now=now)
+        when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        with self._lock:
+            sources = {t.turn_id: t for t in self.store.turns(space, turn_ids=sorted({s for h in hits for s in h.source_turn_ids}))}
+            return compose_answer(question, hits, sources, llm=self.llm, style=self.config.answer_style,
+                                  question_date=when, n_sentences=self.config.answer_evidence_sentences)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None and hasattr(self._llm, "close"):
+                self._llm.close()
+            self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

