@@ -139,6 +139,8 @@ def cmd_ingest(args) -> int:
             rows.append((conv.space, len(conv.turns), len(amus), pol, time.perf_counter() - t0))
             print(f"{conv.space}: turns {len(conv.turns)}, AMUs {len(amus)}, polarity neg {pol['negative']} / "
                   f"neu {pol['neutral']} / pos {pol['positive']}, {rows[-1][4]:.1f} s")
+            for line in format_view_stats(mem.stats(conv.space)["views"]):
+                print(f"  {line}")
     if rows:
         total = Counter()
         for _, n_turns, n_amus, pol, _ in rows:
@@ -146,6 +148,37 @@ def cmd_ingest(args) -> int:
         print(f"total: {len(rows)} conversations, turns {total['turns']}, AMUs {total['amus']}, polarity neg "
               f"{total['negative']} / neu {total['neutral']} / pos {total['positive']}, "
               f"wall {time.perf_counter() - t_all:.1f} s")
+    return 0
+
+
+def format_view_stats(views: dict) -> list[str]:
+    """One line per view: AMUs, depth, leaves, fan-out and thresholds (semantic trees) or
+    months/weeks/days/sessions (time)."""
+    lines = []
+    for name in ("event", "affect"):
+        v = views[name]
+        t = v["thresholds"]
+        lines.append(
+            f"{name:6s} AMUs {v['amus']:5d}  depth {v['depth']}  leaves {v['leaves']:4d}  nodes {v['nodes']:4d}  "
+            f"fan-out {v['mean_fanout']:.1f}  tau_new {t['tau_new']:.3f}  tau_coh {t['tau_coh']:.3f}  "
+            f"tau_merge {t['tau_merge']:.3f}  M_max {t['m_max']:.1f}  ({'calibrated' if v['calibrated'] else 'warm-up'})")
+    v = views["time"]
+    lines.append(f"time   AMUs {v['amus']:5d}  months {v['months']}  weeks {v['weeks']}  days {v['days']}  "
+                 f"sessions {v['sessions']}")
+    return lines
+
+
+def cmd_stats(args) -> int:
+    with _memory(args, _existing_store(args.store)) as mem:
+        spaces = [args.space] if args.space else mem.spaces()
+        report = [mem.stats(space) for space in spaces]
+        if args.json:
+            print(json.dumps(report, indent=1))
+        else:
+            for r in report:
+                print(f"{r['space']}: turns {r['turns']}, AMUs {r['amus']}")
+                for line in format_view_stats(r["views"]):
+                    print(f"  {line}")
     return 0
 
 
@@ -216,6 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(s)
     s.set_defaults(func=cmd_search)
 
+    st = sub.add_parser("stats", help="per-view statistics of a saved store")
+    st.add_argument("store")
+    st.add_argument("--space", default=None, help="one space (default: all)")
+    st.add_argument("--json", action="store_true")
+    common(st)
+    st.set_defaults(func=cmd_stats)
+
     a = sub.add_parser("ask", help="answer a question from a store")
     a.add_argument("store")
     a.add_argument("question")
@@ -236,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"etamem: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -52,16 +52,23 @@ class Config:
     default_timezone: str = "UTC"  # applied to naive timestamps
 
     # --- semantic trees (DESIGN §5-6) --------------------------------------------------
-    b_max: int = 8
-    m_max_init: int = 12
-    m_min: int = 2
-    b_ins: int = 3
-    summary_delta: int = 8
+    b_max: int = 8  # max children of a node after maintenance
+    m_max_init: int = 12  # leaf capacity before calibration
+    m_max_bounds: tuple = (6, 24)  # calibrated leaf capacity stays inside these bounds
+    m_min: int = 2  # smaller leaves merge into their most similar sibling
+    b_ins: int = 3  # insertion beam width
+    tau_new_init: float = 0.35  # warm-up: open a new leaf below this similarity
+    tau_coh_init: float = 0.25  # warm-up: split a leaf whose cohesion is lower
+    tau_merge_init: float = 0.90  # warm-up: merge sibling leaves whose centroids are closer
+    summary_delta: int = 8  # refresh a node's summary after this many changes below it
+    summary_reps: int = 3  # extractive summary: member texts nearest the centroid
     calibration_reservoir: int = 4096
-    calibration_min_obs: int = 64
+    calibration_min_obs: int = 64  # warm-up: observations needed before thresholds move
     calibration_low_pct: float = 10.0
     calibration_high_pct: float = 90.0
     calibration_ema_alpha: float = 0.3
+    calibration_pair_samples: int = 64  # within-leaf / sibling pairs sampled per maintenance
+    seed: int = 0  # k-means, reservoir sampling: everything random is seeded
 
     # --- retrieval (DESIGN §8) ------------------------------------------------------
     top_k: int = 20
@@ -110,7 +117,13 @@ class Config:
                 raise ValueError(f"config {name}={getattr(self, name)!r}: expected one of {allowed}")
         if not 0.0 <= self.bm25_weight <= 1.0:
             raise ValueError(f"config bm25_weight={self.bm25_weight}: expected 0..1")
-        for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool"):
+        lo, hi = self.m_max_bounds
+        if not 2 * self.m_min <= lo <= self.m_max_init <= hi:
+            raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
+        if self.b_max < 2:
+            raise ValueError("config b_max must be >= 2")
+        for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",
+                     "summary_delta", "calibration_reservoir"):
             if getattr(self, name) < 1:
                 raise ValueError(f"config {name} must be >= 1")
 

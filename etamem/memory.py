@@ -28,6 +28,7 @@ from .inputs import normalise_turns, validate_space
 from .store import Store
 from .timeparse import format_date, parse_timestamp
 from .types import AMU, Answer, Hit, Turn
+from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class Memory:
         self._llm_resolved = llm is not None
         self._extractor = extractor
         self._indexes: dict[str, tuple[FlatHybridIndex, list[AMU]]] = {}
+        self._views: dict[str, SpaceViews] = {}
         self.extraction_stats = {"turns": 0, "amus": 0, "llm_fallback_turns": 0}
 
     # --- lazily built components ----------------------------------------------------------
@@ -144,9 +146,34 @@ class Memory:
             return open_ids
 
     def _end_sessions(self, space: str, session_ids: list[str]) -> None:
+        """Mark sessions ended and run session-end maintenance (trees, calibration, summaries)."""
         if session_ids:
+            views = self.views(space)
+            report = views.maintain(self._summariser())
+            views.save(self.store, space)
             self.store.mark_sessions_ended(space, session_ids)
-            log.debug("space %s: ended sessions %s", space, session_ids)
+            log.debug("space %s: ended sessions %s; maintenance %s", space, session_ids, report)
+
+    def _summariser(self):
+        return None if self.llm is None else LLMSummariser(self.llm)
+
+    def views(self, space: str = "default") -> SpaceViews:
+        """The Event / Affect / Time views of a space (loaded from the store on first use)."""
+        with self._lock:
+            space = validate_space(space)
+            if space not in self._views:
+                text_dim = self.store.get_space_meta(space, "text_dim")
+                affect_dim = self.store.get_space_meta(space, "affect_dim")
+                text_dim = int(text_dim) if text_dim else self.text_encoder.dim
+                affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
+                amus = self.store.amus(space)
+                ids = [a.amu_id for a in amus]
+                empty_t, empty_a = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
+                self._views[space] = SpaceViews.load(
+                    self.store, space, self.config, amus,
+                    self.store.amu_vectors(space, "text", ids) if ids else empty_t,
+                    self.store.amu_vectors(space, "affect", ids) if ids else empty_a, text_dim, affect_dim)
+            return self._views[space]
 
     def _process_pending(self, space: str) -> list[AMU]:
         pending = self.store.turns(space, pending_only=True)
@@ -175,7 +202,11 @@ class Memory:
                 polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
             for j, (turn, k, text) in enumerate(drafts)
         ]
-        self.store.write_amus(space, amus, text_vecs, affect.embeddings, [t.turn_id for t in turns])
+        views = self.views(space)
+        self.store.write_amus(space, amus, text_vecs, affect.embeddings, [t.turn_id for t in turns],
+                              dims={"text_dim": views.event.dim, "affect_dim": views.affect.dim})
+        views.add(amus, text_vecs, affect.embeddings)
+        views.save(self.store, space)
         self.extraction_stats["turns"] += len(turns)
         self.extraction_stats["amus"] += len(amus)
         return amus
@@ -190,6 +221,14 @@ class Memory:
         if space not in self.store.spaces():
             raise ValueError(f"space: unknown space {space!r} (known: {self.store.spaces()})")
         return space
+
+    def stats(self, space: str = "default") -> dict:
+        """Per-view shape of a space: AMUs, nodes, leaves, depth, fan-out, thresholds (event,
+        affect), months/weeks/days/sessions (time), plus turn and AMU counts."""
+        with self._lock:
+            space = self._known_space(space)
+            return {"space": space, "turns": self.store.count_turns(space), "amus": self.store.count_amus(space),
+                    "views": self.views(space).shape()}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id (any status); KeyError if absent."""
@@ -218,10 +257,15 @@ class Memory:
             if amu_id is None:
                 n = self.store.count_amus(space)
                 self.store.delete_space(space)
+                self._views.pop(space, None)
                 return n
             if not self.store.amus(space, status=None, amu_ids=[amu_id]):
                 raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
-            return int(self.store.delete_amu(space, amu_id))
+            removed = int(self.store.delete_amu(space, amu_id))
+            views = self.views(space)
+            views.remove(amu_id)
+            views.save(self.store, space)
+            return removed
 
     # --- search and answers ----------------------------------------------------------------
     def _index(self, space: str) -> tuple[FlatHybridIndex, list[AMU]]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .types import AMU, Turn
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: view nodes and view states (a version-1 store is upgraded in place)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -44,6 +44,13 @@ CREATE TABLE IF NOT EXISTS vector_cache (
 CREATE TABLE IF NOT EXISTS sessions (
     space TEXT NOT NULL, session_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
     ended INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (space, session_id));
+CREATE TABLE IF NOT EXISTS nodes (
+    space TEXT NOT NULL, view TEXT NOT NULL, node_id TEXT NOT NULL, parent_id TEXT, is_leaf INTEGER NOT NULL,
+    children TEXT NOT NULL, members TEXT NOT NULL, count INTEGER NOT NULL, sum BLOB NOT NULL,
+    summary TEXT, pending INTEGER NOT NULL, info TEXT NOT NULL, PRIMARY KEY (space, view, node_id));
+CREATE TABLE IF NOT EXISTS view_state (
+    space TEXT NOT NULL, view TEXT NOT NULL, state TEXT NOT NULL, reservoir BLOB NOT NULL,
+    PRIMARY KEY (space, view));
 CREATE TABLE IF NOT EXISTS space_meta (
     space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
 """
@@ -82,6 +89,8 @@ class Store:
         row = self._conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         if row is None:
             self._conn.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
+        elif int(row[0]) == 1:  # tables added by version 2 exist now; views are rebuilt on load
+            self._conn.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(row[0]) != FORMAT_VERSION:
             raise ValueError(
                 f"store {self.path}: format version {row[0]} is not supported (this etamem writes {FORMAT_VERSION})"
@@ -136,7 +145,7 @@ class Store:
 
     def delete_space(self, space: str) -> None:
         with self.transaction() as cur:
-            for table in ("turns", "amus", "amu_vectors", "sessions", "space_meta"):
+            for table in ("turns", "amus", "amu_vectors", "sessions", "space_meta", "nodes", "view_state"):
                 cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
 
     # --- turns -------------------------------------------------------------------
@@ -197,10 +206,12 @@ class Store:
 
     # --- AMUs --------------------------------------------------------------------
     def write_amus(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
-                   done_turn_ids: list[str]) -> None:
-        """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors and mark their
-        turns extracted, in one transaction."""
+                   done_turn_ids: list[str], dims: dict[str, int] | None = None) -> None:
+        """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors, mark their turns
+        extracted and record the vector dimensions (`dims`) in one transaction."""
         with self.transaction() as cur:
+            for key, value in (dims or {}).items():
+                self.set_space_meta(space, key, str(value), cur=cur)
             seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM amus WHERE space=?", (space,)).fetchone()[0])
             for i, a in enumerate(amus):
                 cur.execute(
@@ -251,6 +262,33 @@ class Store:
                    timestamp=datetime.fromisoformat(r["ts"]), session_id=r["session_id"],
                    source_turn_ids=tuple(json.loads(r["source_turn_ids"])), polarity=r["polarity"],
                    polarity_scores=tuple(json.loads(r["polarity_scores"])), status=r["status"], space=r["space"])
+
+    # --- views (opaque rows written by etamem.views) ------------------------------------
+    def save_views(self, space: str, payload: list[tuple[str, list[dict], list[str], str, bytes]]) -> None:
+        """payload: (view, changed node rows, removed node ids, state JSON, reservoir bytes) per
+        view, written in one transaction."""
+        with self.transaction() as cur:
+            for view, rows, removed, state, reservoir in payload:
+                cur.executemany("DELETE FROM nodes WHERE space=? AND view=? AND node_id=?",
+                                [(space, view, n) for n in removed])
+                cur.executemany(
+                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [(space, view, r["node_id"], r["parent_id"], int(r["is_leaf"]), json.dumps(r["children"]),
+                      json.dumps(r["members"]), r["count"], r["sum"], r["summary"], r["pending"],
+                      json.dumps(r["info"])) for r in rows])
+                cur.execute("INSERT OR REPLACE INTO view_state VALUES (?,?,?,?)", (space, view, state, reservoir))
+
+    def load_views(self, space: str) -> dict[str, tuple[str, bytes, list[dict]]]:
+        """view -> (state JSON, reservoir bytes, node rows) for the views saved for the space."""
+        out = {}
+        for st in self._query("SELECT view, state, reservoir FROM view_state WHERE space=?", (space,)):
+            rows = [{"node_id": r["node_id"], "parent_id": r["parent_id"], "is_leaf": bool(r["is_leaf"]),
+                     "children": json.loads(r["children"]), "members": json.loads(r["members"]),
+                     "count": r["count"], "sum": r["sum"], "summary": r["summary"], "pending": r["pending"],
+                     "info": json.loads(r["info"])}
+                    for r in self._query("SELECT * FROM nodes WHERE space=? AND view=?", (space, st["view"]))]
+            out[st["view"]] = (st["state"], st["reservoir"], rows)
+        return out
 
     # --- vector cache (text hash -> vector, shared by spaces) ----------------------------
     def get_vectors(self, kind: str, model: str, keys: list[str]) -> dict[str, np.ndarray]:

@@ -4,6 +4,12 @@ Pure functions over arrays (no I/O, no logging, no model loading). Each has a Nu
 and a torch path (CUDA when present) chosen by `backend="auto"`.
 """
 from .backend import resolve_backend
+from .clustering import balanced_split, capacity_assign, spherical_kmeans
 from .similarity import cosine_topk, max_normalise
+from .stats import cohesion, ema, otsu_threshold, softmax_entropy
 
-__all__ = ["resolve_backend", "cosine_topk", "max_normalise"]
+__all__ = [
+    "resolve_backend", "cosine_topk", "max_normalise",
+    "softmax_entropy", "otsu_threshold", "cohesion", "ema",
+    "spherical_kmeans", "capacity_assign", "balanced_split",
+]

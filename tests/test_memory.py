@@ -168,7 +168,10 @@ def test_answer_with_llm_via_local_server(minilm, chat_server, tmp_path):
     seen = []
 
     def responder(body):
-        seen.append(body["messages"][-1]["content"])
+        prompt = body["messages"][-1]["content"]
+        if "Question:" not in prompt:  # session-end node summaries also go through the LLM
+            return "summary"
+        seen.append(prompt)
         return "Lyon"
 
     chat_server.responder = responder
@@ -182,7 +185,7 @@ def test_answer_with_llm_via_local_server(minilm, chat_server, tmp_path):
     assert "a2 Ben: I started a new job as a nurse in Lyon." in seen[0]  # source turns section
     assert ans.cost["answer"].calls == 1 and ans.cost["answer"].prompt_tokens > 0
     again = mem.answer("Where does Ben work?", space="u1", now="2023-06-01")
-    assert again.text == "Lyon" and again.cost["answer"].cached_calls == 1 and len(chat_server.requests) == 1
+    assert again.text == "Lyon" and again.cost["answer"].cached_calls == 1 and len(seen) == 1
 
 
 def test_search_validates_input(minilm):

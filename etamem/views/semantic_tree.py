@@ -1,0 +1,524 @@
+"""`SemanticTree`: the hierarchy shared by the Event and Affect views (DESIGN §5).
+
+Nodes live in parallel arrays indexed by an integer node id (ids are never reused):
+`sums` (float64 sum of the unit vectors below the node), `cent` (float32 normalised
+`sums`, i.e. the centroid), `count`, `parent`, `is_leaf`, `alive`, `pending`; children and
+leaf members are Python lists. AMUs are rows of `X` (float32 unit vectors).
+
+- Insertion: beam search from the root keeping the best `b_ins` nodes per step; the best
+  leaf takes the AMU when its similarity is >= `tau_new`, otherwise a new leaf opens under
+  that leaf's parent (it may exceed `b_max` children until maintenance). Sums, centroids
+  and `pending` counters are updated along the path. Cost O(depth * b_ins * b_max * d).
+- Maintenance (`maintain`, at session end) only visits nodes touched since the last one:
+  drop empty leaves, merge tiny and redundant sibling leaves, split oversized or
+  low-cohesion leaves (capacity-constrained spherical k-means), regroup nodes with more
+  than `b_max` children under new intermediate nodes, collapse single-child nodes, refresh
+  summaries whose `pending` reached delta, and update the calibration.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..kernels import balanced_split, cohesion
+from .calibration import Calibrator
+
+Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows (or one vector) scaled to unit length, as float32; zero stays zero."""
+    n = np.sqrt(np.einsum("...i,...i->...", x, x))[..., None]
+    return (x / np.maximum(n, 1e-12)).astype(np.float32)
+
+
+class SemanticTree:
+    """One semantic hierarchy over unit vectors of dimension `dim`."""
+
+    def __init__(self, dim: int, calibrator: Calibrator, *, b_max: int = 8, m_min: int = 2, b_ins: int = 3,
+                 summary_delta: int = 8, summary_reps: int = 3, pair_samples: int = 64, seed: int = 0,
+                 backend: str = "auto"):
+        self.dim, self.calibrator = int(dim), calibrator
+        self.b_max, self.m_min, self.b_ins = b_max, m_min, b_ins
+        self.summary_delta, self.summary_reps, self.pair_samples = summary_delta, summary_reps, pair_samples
+        self.seed, self.backend = seed, backend
+        self.steps = 0  # maintenance passes so far
+        self.n_nodes = 0
+        self.sums = np.zeros((0, self.dim), np.float64)
+        self.cent = np.zeros((0, self.dim), np.float32)
+        self.count = np.zeros(0, np.int64)
+        self.parent = np.zeros(0, np.int64)
+        self.is_leaf = np.zeros(0, bool)
+        self.alive = np.zeros(0, bool)
+        self.pending = np.zeros(0, np.int64)
+        self.children: list[list[int]] = []
+        self.members: list[list[int]] = []
+        self.summary: list[str | None] = []
+        self.reps: list[list[int]] = []
+        self.n_rows = 0
+        self.X = np.zeros((0, self.dim), np.float32)
+        self.leaf_of = np.zeros(0, np.int64)
+        self.amu_ids: list[str] = []
+        self.texts: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.dirty: set[int] = set()  # nodes to look at in the next maintenance
+        self.changed: set[int] = set()  # nodes to persist
+        self.removed: set[int] = set()  # node ids to delete from the store
+        self.stats = {"inserted": 0, "deleted": 0, "new_leaves": 0, "splits": 0, "merges": 0, "regroups": 0,
+                      "collapses": 0, "summaries_first": 0, "summaries_refresh": 0, "pending_updates": 0}
+        self.root = self._new_node(-1, leaf=False)
+
+    # --- storage helpers ------------------------------------------------------------------
+    def _grow(self, name: str, need: int) -> None:
+        arr = getattr(self, name)
+        if need <= arr.shape[0]:
+            return
+        cap = max(need, 2 * arr.shape[0], 16)
+        new = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+        new[: arr.shape[0]] = arr
+        setattr(self, name, new)
+
+    def _new_node(self, parent: int, *, leaf: bool) -> int:
+        nid = self.n_nodes
+        self.n_nodes += 1
+        for name in ("sums", "cent", "count", "parent", "is_leaf", "alive", "pending"):
+            self._grow(name, self.n_nodes)
+        self.sums[nid] = 0.0
+        self.cent[nid] = 0.0
+        self.count[nid] = 0
+        self.parent[nid] = parent
+        self.is_leaf[nid] = leaf
+        self.alive[nid] = True
+        self.pending[nid] = 0
+        self.children.append([])
+        self.members.append([])
+        self.summary.append(None)
+        self.reps.append([])
+        if parent >= 0:
+            self.children[parent].append(nid)
+            self.dirty.add(parent)
+            self.changed.add(parent)
+        self.changed.add(nid)
+        self.dirty.add(nid)
+        return nid
+
+    def _remove_node(self, nid: int) -> None:
+        p = int(self.parent[nid])
+        if p >= 0 and nid in self.children[p]:
+            self.children[p].remove(nid)
+            self.dirty.add(p)
+            self.changed.add(p)
+        self.alive[nid] = False
+        self.children[nid], self.members[nid], self.reps[nid] = [], [], []
+        self.summary[nid] = None
+        self.changed.discard(nid)
+        self.dirty.discard(nid)
+        self.removed.add(nid)
+
+    def _set_parent(self, nid: int, parent: int) -> None:
+        old = int(self.parent[nid])
+        if old >= 0 and nid in self.children[old]:
+            self.children[old].remove(nid)
+            self.changed.add(old)
+        self.parent[nid] = parent
+        self.children[parent].append(nid)
+        self.changed.update((nid, parent))
+
+    def _recompute(self, nid: int) -> None:
+        """Exact sums/count of one node from its members (leaf) or children."""
+        if self.is_leaf[nid]:
+            rows = self.members[nid]
+            self.sums[nid] = self.X[rows].astype(np.float64).sum(axis=0) if rows else 0.0
+            self.count[nid] = len(rows)
+        else:
+            kids = self.children[nid]
+            self.sums[nid] = self.sums[kids].sum(axis=0) if kids else 0.0
+            self.count[nid] = int(self.count[kids].sum()) if kids else 0
+        self.cent[nid] = _unit(self.sums[nid])
+        self.changed.add(nid)
+
+    def path(self, nid: int) -> list[int]:
+        """Node ids from `nid` up to the root."""
+        out = [nid]
+        while self.parent[out[-1]] >= 0:
+            out.append(int(self.parent[out[-1]]))
+        return out
+
+    def _bump_path(self, leaf: int, vec: np.ndarray, sign: int) -> None:
+        path = np.asarray(self.path(leaf))
+        self.sums[path] += sign * vec.astype(np.float64)
+        self.count[path] += sign
+        self.pending[path] += 1
+        self.stats["pending_updates"] += len(path)
+        self.cent[path] = _unit(self.sums[path])
+        self.changed.update(path.tolist())
+
+    # --- queries used by insertion and retrieval --------------------------------------------
+    @property
+    def active_rows(self) -> int:
+        return len(self.row_of)
+
+    def leaves(self) -> np.ndarray:
+        """Ids of live leaves, ascending: (L,) int64."""
+        return np.flatnonzero(self.alive[: self.n_nodes] & self.is_leaf[: self.n_nodes])
+
+    def descend(self, x: np.ndarray, beam: int) -> tuple[list[int], np.ndarray]:
+        """Beam search by centroid cosine until the beam holds only leaves.
+
+        x: (d,) float32 unit. Returns (leaf ids, their cosines) best first; empty if no leaf.
+        """
+        frontier = [self.root]
+        sims = np.zeros(1, np.float32)
+        while True:
+            cand: list[int] = []
+            expanded = False
+            for n in frontier:
+                if self.is_leaf[n]:
+                    cand.append(n)
+                else:
+                    cand.extend(self.children[n])
+                    expanded = True
+            if not cand:
+                return [], np.zeros(0, np.float32)
+            if not expanded:
+                break
+            sims = self.cent[cand] @ x
+            if len(cand) > beam:
+                top = np.argpartition(-sims, beam - 1)[:beam]
+                cand, sims = [cand[i] for i in top], sims[top]
+            frontier = cand
+        order = np.argsort(-sims, kind="stable")
+        return [frontier[i] for i in order], sims[order]
+
+    # --- insertion and deletion ---------------------------------------------------------------
+    def insert(self, amu_id: str, vec: np.ndarray, text: str = "") -> int:
+        """Insert one AMU (vec: (d,) float32, unit); returns its leaf id."""
+        if amu_id in self.row_of:
+            raise ValueError(f"amu_id {amu_id!r} is already in this tree")
+        x = _unit(np.asarray(vec, np.float32).reshape(-1))
+        if x.shape[0] != self.dim:
+            raise ValueError(f"vector has dimension {x.shape[0]}, tree expects {self.dim}")
+        row = self.n_rows
+        self.n_rows += 1
+        self._grow("X", self.n_rows)
+        self._grow("leaf_of", self.n_rows)
+        self.X[row] = x
+        self.amu_ids.append(amu_id)
+        self.texts.append(text)
+        self.row_of[amu_id] = row
+        leaves, sims = self.descend(x, self.b_ins)
+        if not leaves:
+            leaf = self._new_node(self.root, leaf=True)
+            self.stats["new_leaves"] += 1
+        else:
+            self.calibrator.observe(sims[:1])
+            leaf = leaves[0]
+            if sims[0] < self.calibrator.current.tau_new:
+                leaf = self._new_node(int(self.parent[leaf]), leaf=True)
+                self.stats["new_leaves"] += 1
+        self.members[leaf].append(row)
+        self.leaf_of[row] = leaf
+        self._bump_path(leaf, x, +1)
+        self.dirty.add(leaf)
+        self.stats["inserted"] += 1
+        return leaf
+
+    def delete(self, amu_id: str) -> bool:
+        """Remove an AMU; empty leaves (and emptied ancestors) go at once. False if absent."""
+        row = self.row_of.pop(amu_id, None)
+        if row is None:
+            return False
+        leaf = int(self.leaf_of[row])
+        self.members[leaf].remove(row)
+        self.leaf_of[row] = -1
+        self._bump_path(leaf, self.X[row], -1)
+        node = leaf
+        while node != self.root and self.count[node] == 0:
+            up = int(self.parent[node])
+            self._remove_node(node)
+            node = up
+        self.dirty.add(node)
+        self.stats["deleted"] += 1
+        return True
+
+    # --- maintenance ------------------------------------------------------------------------
+    def maintain(self, summariser: Summariser | None = None) -> dict[str, int]:
+        """Session-end maintenance over the nodes touched since the last pass; returns counts."""
+        self.steps += 1
+        before = dict(self.stats)
+        touched = {n for n in self.dirty if self.alive[n]}
+        parents = {n for n in touched if not self.is_leaf[n]} | {int(self.parent[n]) for n in touched if self.is_leaf[n]}
+        parents.discard(-1)
+        for p in sorted(parents):
+            if self.alive[p]:
+                self._merge_children(p, touched)
+        m_max = self.calibrator.m_max
+        for leaf in sorted(n for n in touched | self.dirty if self.alive[n] and self.is_leaf[n]):
+            self._maybe_split(leaf, m_max)
+            parents.add(int(self.parent[leaf]))
+        for p in sorted(parents):
+            if self.alive[p]:
+                self._regroup(p)
+        self._collapse(sorted(parents))
+        self._observe_pairs(touched)
+        self.calibrator.update(self.count[self.leaves()], self.steps)
+        affected = {a for n in (touched | self.dirty) if self.alive[n] for a in self.path(n)}
+        self._refresh_summaries(affected, summariser)
+        self.dirty.clear()
+        return {k: self.stats[k] - before[k] for k in self.stats}
+
+    def _merge_children(self, p: int, touched: set[int]) -> None:
+        """Tiny leaves go to their most similar sibling leaf; redundant sibling leaves merge
+        (pairs with at least one leaf touched since the last maintenance)."""
+        m_max, tau_merge = self.calibrator.m_max, self.calibrator.current.tau_merge
+        for leaf in [c for c in self.children[p] if self.is_leaf[c] and self.count[c] < self.m_min]:
+            if not self.alive[leaf] or self.count[leaf] >= self.m_min:
+                continue  # absorbed or grown meanwhile
+            sibs = [c for c in self.children[p] if self.is_leaf[c] and c != leaf]
+            if sibs:
+                best = sibs[int(np.argmax(self.cent[sibs] @ self.cent[leaf]))]
+                self._absorb(best, leaf)
+        leaves = [c for c in self.children[p] if self.is_leaf[c]]
+        if len(leaves) < 2:
+            return
+        sims = self.cent[leaves] @ self.cent[leaves].T
+        fresh = np.array([c in touched or c in self.dirty for c in leaves])
+        mask = np.triu(np.ones(sims.shape, bool), 1) & (fresh[:, None] | fresh[None, :]) & (sims > tau_merge)
+        ii, jj = np.nonzero(mask)
+        used: set[int] = set()
+        for o in np.argsort(-sims[ii, jj], kind="stable"):
+            a, b = leaves[ii[o]], leaves[jj[o]]
+            if a in used or b in used or self.count[a] + self.count[b] > m_max:
+                continue
+            self._absorb(a, b)
+            used.update((a, b))
+
+    def _absorb(self, keep: int, gone: int) -> None:
+        """Move all members of leaf `gone` into sibling leaf `keep` and drop `gone`."""
+        rows = self.members[gone]
+        self.members[keep].extend(rows)
+        self.leaf_of[rows] = keep
+        self.sums[keep] += self.sums[gone]
+        self.count[keep] += self.count[gone]
+        self.pending[keep] += len(rows)
+        self.cent[keep] = _unit(self.sums[keep])
+        self.changed.add(keep)
+        self.dirty.add(keep)
+        self._remove_node(gone)
+        self.stats["merges"] += 1
+
+    def _maybe_split(self, leaf: int, m_max: int) -> None:
+        rows = self.members[leaf]
+        n = len(rows)
+        low_cohesion = n >= 2 * self.m_min and cohesion(self.X[rows], backend=self.backend) < self.calibrator.current.tau_coh
+        if n <= m_max and not low_cohesion:
+            return
+        labels = balanced_split(self.X[rows], m_max, seed=self.seed + self.steps, backend=self.backend)
+        groups = [[r for r, g in zip(rows, labels) if g == k] for k in range(int(labels.max()) + 1)]
+        groups = [g for g in groups if g]
+        if len(groups) < 2:
+            return
+        p = int(self.parent[leaf])
+        self.members[leaf] = groups[0]
+        self._recompute(leaf)
+        self.pending[leaf] = 0
+        for g in groups[1:]:
+            nid = self._new_node(p, leaf=True)
+            self.members[nid] = g
+            self.leaf_of[g] = nid
+            self._recompute(nid)
+        self.stats["splits"] += 1
+
+    def _regroup(self, p: int) -> None:
+        """Bring `p` back to at most b_max children by clustering them (capacity b_max).
+
+        B-tree style, so depth stays logarithmic: an overflowing inner node keeps its largest
+        group and hands the other groups to new sibling nodes under its parent (which may
+        overflow in turn); only the root gets a new level, its groups moving under new
+        children of the root.
+        """
+        while p >= 0 and len(self.children[p]) > self.b_max:
+            kids = list(self.children[p])
+            labels = balanced_split(self.cent[kids], self.b_max, seed=self.seed + self.steps, backend=self.backend)
+            groups = sorted(([c for c, g in zip(kids, labels) if g == k] for k in range(int(labels.max()) + 1)),
+                            key=len, reverse=True)
+            movers = [g for g in groups if len(g) >= 2] if p == self.root else [g for g in groups[1:] if len(g) >= 2]
+            if not movers:  # degenerate clustering: move the second half as one group
+                movers = [kids[len(kids) // 2:]]
+            host = p if p == self.root else int(self.parent[p])
+            for group in movers:
+                mid = self._new_node(host, leaf=False)
+                for c in group:
+                    self._set_parent(c, mid)
+                self._recompute(mid)
+                self.pending[mid] = int(self.count[mid])
+                self.stats["regroups"] += 1
+            if p != self.root:
+                self._recompute(p)
+                p = host
+
+    def _collapse(self, nodes: list[int]) -> None:
+        """Remove empty internal nodes and splice out single-child internal nodes."""
+        for n in nodes:
+            while self.alive[n] and not self.is_leaf[n] and n != self.root and len(self.children[n]) <= 1:
+                p = int(self.parent[n])
+                for c in list(self.children[n]):
+                    self._set_parent(c, p)
+                self._remove_node(n)
+                self.stats["collapses"] += 1
+                n = p
+        kids = self.children[self.root]
+        if len(kids) == 1 and not self.is_leaf[kids[0]]:
+            only = kids[0]
+            for c in list(self.children[only]):
+                self._set_parent(c, self.root)
+            self._remove_node(only)
+            self.stats["collapses"] += 1
+
+    def _observe_pairs(self, touched: set[int]) -> None:
+        """Feed sampled within-leaf pair and sibling-centroid similarities to the calibrator."""
+        rng = np.random.default_rng(self.seed * 7919 + self.steps)
+        leaves = [n for n in sorted(touched) if self.alive[n] and self.is_leaf[n] and self.count[n] >= 2]
+        vals: list[np.ndarray] = []
+        if leaves:
+            picks = rng.integers(0, len(leaves), self.pair_samples)
+            sizes = self.count[[leaves[i] for i in picks]]
+            first = (rng.random(self.pair_samples) * sizes).astype(np.int64)
+            second = (first + 1 + (rng.random(self.pair_samples) * (sizes - 1)).astype(np.int64)) % sizes
+            a = [self.members[leaves[k]][i] for k, i in zip(picks, first)]
+            b = [self.members[leaves[k]][j] for k, j in zip(picks, second)]
+            vals.append(np.einsum("ij,ij->i", self.X[a], self.X[b]))
+        pairs = [self.children[p] for p in sorted({int(self.parent[n]) for n in leaves} - {-1})
+                 if len(self.children[p]) >= 2]
+        if pairs:
+            a = [kids[0] for kids in pairs]
+            b = [kids[1 + int(rng.integers(len(kids) - 1))] for kids in pairs]
+            vals.append(np.einsum("ij,ij->i", self.cent[a], self.cent[b]))
+        if vals:
+            self.calibrator.observe(np.concatenate(vals))
+
+    # --- summaries ----------------------------------------------------------------------------
+    def leaf_text(self, leaf: int) -> str:
+        """A leaf's summary is its AMU texts (no LLM)."""
+        return " ".join(self.texts[r] for r in self.members[leaf])
+
+    def node_text(self, nid: int) -> str:
+        return self.leaf_text(nid) if self.is_leaf[nid] else (self.summary[nid] or "")
+
+    def _representatives(self, nid: int) -> list[int]:
+        """Rows nearest the centroid among the members (leaf) or the children's
+        representatives (leaf children computed fresh, inner children as last summarised)."""
+        if self.is_leaf[nid]:
+            rows = self.members[nid]
+        else:
+            rows = [r for c in self.children[nid]
+                    for r in (self._representatives(c) if self.is_leaf[c] else self.reps[c])]
+        rows = [r for r in rows if self.leaf_of[r] >= 0]
+        if not rows:
+            return []
+        sims = self.X[rows] @ self.cent[nid]
+        return [rows[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
+
+    def _refresh_summaries(self, nodes: set[int], summariser: Summariser | None) -> None:
+        """Bottom-up over `nodes`: representatives recomputed; internal summaries written when
+        new or when `pending` >= delta (LLM when a summariser is given, else extractive)."""
+        todo = sorted(nodes, key=lambda n: -len(self.path(n)))
+        for n in todo:
+            if self.is_leaf[n]:
+                if self.pending[n] >= self.summary_delta:
+                    self.pending[n] = 0
+                continue
+            first = self.summary[n] is None
+            if not first and self.pending[n] < self.summary_delta:
+                continue
+            self.reps[n] = self._representatives(n)
+            reps = [self.texts[r] for r in self.reps[n]]
+            if summariser is None:
+                self.summary[n] = " ".join(reps)
+            else:
+                self.summary[n] = summariser([self.node_text(c) for c in self.children[n]], reps)
+            self.pending[n] = 0
+            self.stats["summaries_first" if first else "summaries_refresh"] += 1
+
+    # --- persistence ------------------------------------------------------------------------
+    def pop_changes(self) -> tuple[list[int], list[int]]:
+        """(live node ids changed, node ids removed) since the last call; resets both."""
+        changed = sorted(n for n in self.changed if self.alive[n])
+        removed = sorted(self.removed)
+        self.changed, self.removed = set(), set()
+        return changed, removed
+
+    def node_row(self, nid: int) -> dict:
+        """Plain-data row of one node for the store (sum as float64 bytes)."""
+        return {"node_id": str(nid), "parent_id": str(int(self.parent[nid])), "is_leaf": bool(self.is_leaf[nid]),
+                "children": [str(c) for c in self.children[nid]],
+                "members": [self.amu_ids[r] for r in self.members[nid]], "count": int(self.count[nid]),
+                "sum": self.sums[nid].astype("<f8").tobytes(), "summary": self.summary[nid],
+                "pending": int(self.pending[nid]), "info": {"reps": [self.amu_ids[r] for r in self.reps[nid]]}}
+
+    def state(self) -> dict:
+        return {"dim": self.dim, "root": self.root, "n_nodes": self.n_nodes, "steps": self.steps,
+                "stats": self.stats, "params": {"b_max": self.b_max, "m_min": self.m_min, "b_ins": self.b_ins,
+                                                "summary_delta": self.summary_delta, "summary_reps": self.summary_reps,
+                                                "pair_samples": self.pair_samples, "seed": self.seed}}
+
+    @classmethod
+    def restore(cls, state: dict, rows: list[dict], calibrator: Calibrator, vectors: dict[str, np.ndarray],
+                texts: dict[str, str], backend: str = "auto") -> "SemanticTree":
+        """Rebuild a tree from `state()`, `node_row()` rows and the AMU vectors/texts by id."""
+        tree = cls(state["dim"], calibrator, backend=backend, **state["params"])
+        tree.children, tree.members, tree.summary, tree.reps = [], [], [], []
+        n = tree.n_nodes = int(state["n_nodes"])
+        for name in ("sums", "cent", "count", "parent", "is_leaf", "alive", "pending"):
+            arr = getattr(tree, name)
+            setattr(tree, name, np.zeros((n,) + arr.shape[1:], arr.dtype))
+        tree.children = [[] for _ in range(n)]
+        tree.members = [[] for _ in range(n)]
+        tree.summary = [None] * n
+        tree.reps = [[] for _ in range(n)]
+        tree.root, tree.steps, tree.stats = int(state["root"]), int(state["steps"]), dict(state["stats"])
+        ids = [a for r in rows for a in r["members"]]
+        tree.n_rows = len(ids)
+        tree.X = np.stack([vectors[a] for a in ids]).astype(np.float32) if ids else np.zeros((0, tree.dim), np.float32)
+        tree.leaf_of = np.full(len(ids), -1, np.int64)
+        tree.amu_ids, tree.texts = ids, [texts.get(a, "") for a in ids]
+        tree.row_of = {a: i for i, a in enumerate(ids)}
+        for r in rows:
+            nid = int(r["node_id"])
+            tree.alive[nid], tree.is_leaf[nid], tree.parent[nid] = True, r["is_leaf"], int(r["parent_id"])
+            tree.children[nid] = [int(c) for c in r["children"]]
+            tree.members[nid] = [tree.row_of[a] for a in r["members"]]
+            tree.leaf_of[tree.members[nid]] = nid
+            tree.count[nid], tree.pending[nid], tree.summary[nid] = r["count"], r["pending"], r["summary"]
+            tree.sums[nid] = np.frombuffer(r["sum"], dtype="<f8")
+            tree.cent[nid] = _unit(tree.sums[nid])
+            tree.reps[nid] = [tree.row_of[a] for a in r["info"].get("reps", []) if a in tree.row_of]
+        tree.dirty, tree.changed, tree.removed = set(), set(), set()
+        return tree
+
+    # --- inspection -----------------------------------------------------------------------------
+    def depth(self) -> int:
+        """Edges on the longest root-to-leaf path (0 for an empty tree)."""
+        leaves = self.leaves()
+        return max((len(self.path(int(n))) - 1 for n in leaves), default=0)
+
+    def shape(self) -> dict:
+        leaves = self.leaves()
+        internal = [n for n in np.flatnonzero(self.alive[: self.n_nodes]) if not self.is_leaf[n]]
+        fan = [len(self.children[n]) for n in internal if self.children[n]]
+        sizes = self.count[leaves]
+        return {"amus": self.active_rows, "nodes": int(self.alive[: self.n_nodes].sum()), "leaves": int(len(leaves)),
+                "depth": self.depth(), "mean_fanout": float(np.mean(fan)) if fan else 0.0,
+                "max_fanout": int(max(fan, default=0)),
+                "leaf_size_mean": float(sizes.mean()) if len(sizes) else 0.0,
+                "leaf_size_max": int(sizes.max()) if len(sizes) else 0,
+                "thresholds": self.calibrator.current.as_dict(), "calibrated": self.calibrator.warmed_up,
+                "maintenance_steps": self.steps}
+
+    def snapshot(self) -> dict:
+        """Canonical structure for equality checks: node -> (parent, leaf, children, members)."""
+        return {int(n): (int(self.parent[n]), bool(self.is_leaf[n]), list(self.children[n]),
+                         [self.amu_ids[r] for r in self.members[n]], int(self.count[n]), self.summary[n])
+                for n in np.flatnonzero(self.alive[: self.n_nodes])}
+

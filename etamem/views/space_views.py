@@ -1,0 +1,130 @@
+"""The three views of one space, AMU routing between them, and their persistence.
+
+Routing at construction (DESIGN §4): neutral AMUs -> Event tree keyed by text embeddings;
+positive/negative -> Affect tree keyed by affective embeddings; every AMU -> Time forest
+(text embeddings). Models are not loaded here: vectors are handed in.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Callable
+
+import numpy as np
+
+from ..types import AMU
+from .calibration import Calibrator
+from .semantic_tree import SemanticTree
+from .time_forest import TimeForest
+
+log = logging.getLogger(__name__)
+
+VIEWS = ("event", "affect", "time")
+
+
+def route(polarity: str) -> str:
+    """The semantic view an AMU of this polarity belongs to."""
+    return "event" if polarity == "neutral" else "affect"
+
+
+class SpaceViews:
+    """Event, Affect and Time views of one space."""
+
+    def __init__(self, config, text_dim: int, affect_dim: int):
+        self.config = config
+        self.event = self._tree(text_dim)
+        self.affect = self._tree(affect_dim)
+        self.time = TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps)
+
+    def _tree(self, dim: int) -> SemanticTree:
+        c = self.config
+        return SemanticTree(dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
+                            summary_delta=c.summary_delta, summary_reps=c.summary_reps,
+                            pair_samples=c.calibration_pair_samples, seed=c.seed)
+
+    def tree(self, view: str) -> SemanticTree:
+        if view not in ("event", "affect"):
+            raise ValueError(f"view: expected 'event' or 'affect', got {view!r}")
+        return getattr(self, view)
+
+    def add(self, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray) -> None:
+        """Insert AMUs (text_vecs (n, d_t), affect_vecs (n, d_a), float32 unit rows)."""
+        for amu, tv, av in zip(amus, text_vecs, affect_vecs):
+            if route(amu.polarity) == "event":
+                self.event.insert(amu.amu_id, tv, amu.text)
+            else:
+                self.affect.insert(amu.amu_id, av, amu.text)
+            self.time.insert(amu.amu_id, tv, amu.timestamp, amu.session_id, amu.text)
+
+    def remove(self, amu_id: str) -> bool:
+        found = self.event.delete(amu_id) | self.affect.delete(amu_id)
+        return self.time.delete(amu_id) or found
+
+    def maintain(self, summariser: Callable | None = None) -> dict[str, dict[str, int]]:
+        return {"event": self.event.maintain(summariser), "affect": self.affect.maintain(summariser),
+                "time": self.time.maintain(summariser)}
+
+    def view_of(self, amu_id: str) -> str | None:
+        for view in ("event", "affect"):
+            if amu_id in getattr(self, view).row_of:
+                return view
+        return None
+
+    def shape(self) -> dict[str, dict]:
+        return {"event": self.event.shape(), "affect": self.affect.shape(), "time": self.time.shape()}
+
+    # --- persistence ---------------------------------------------------------------------------
+    def save(self, store, space: str) -> None:
+        """Write changed nodes and the view states in one transaction."""
+        payload = []
+        for view in VIEWS:
+            obj = getattr(self, view)
+            changed, removed = obj.pop_changes()
+            state = obj.state()
+            reservoir = b""
+            if view != "time":
+                state["calibration"] = obj.calibrator.state()
+                reservoir = obj.calibrator.reservoir.astype("<f4").tobytes()
+            payload.append((view, [obj.node_row(n) for n in changed], [str(n) for n in removed],
+                            json.dumps(state), reservoir))
+        store.save_views(space, payload)
+
+    @classmethod
+    def load(cls, store, space: str, config, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
+             text_dim: int, affect_dim: int) -> "SpaceViews":
+        """Restore the saved views and reconcile them with the active AMUs: AMUs missing from
+        the views (e.g. a crash between writes, or a store written before views existed) are
+        inserted, AMUs no longer active are removed."""
+        views = cls(config, text_dim, affect_dim)
+        saved = store.load_views(space)
+        tvec = {a.amu_id: v for a, v in zip(amus, text_vecs)}
+        avec = {a.amu_id: v for a, v in zip(amus, affect_vecs)}
+        texts = {a.amu_id: a.text for a in amus}
+        times = {a.amu_id: a.timestamp for a in amus}
+        for view in ("event", "affect"):
+            if view in saved:
+                state_json, reservoir, rows = saved[view]
+                state = json.loads(state_json)
+                alive = [r for r in rows if all(m in tvec for m in r["members"])]
+                if len(alive) == len(rows):
+                    calib = Calibrator.from_state(state.pop("calibration"), np.frombuffer(reservoir, "<f4"))
+                    setattr(views, view, SemanticTree.restore(state, rows, calib, tvec if view == "event" else avec,
+                                                              texts))
+                else:
+                    log.warning("space %s: %s view refers to AMUs that are gone; rebuilding it", space, view)
+        if "time" in saved:
+            state_json, _, rows = saved["time"]
+            if all(m in tvec for r in rows for m in r["members"]):
+                views.time = TimeForest.restore(json.loads(state_json), rows, tvec, texts, times)
+        missing = [i for i, a in enumerate(amus) if views.view_of(a.amu_id) is None or a.amu_id not in views.time.amu_session]
+        if missing:
+            log.info("space %s: inserting %d AMUs missing from the views", space, len(missing))
+            for i in missing:
+                a = amus[i]
+                if views.view_of(a.amu_id) is None:
+                    views.tree(route(a.polarity)).insert(a.amu_id, text_vecs[i] if route(a.polarity) == "event"
+                                                         else affect_vecs[i], a.text)
+                if a.amu_id not in views.time.amu_session:
+                    views.time.insert(a.amu_id, text_vecs[i], a.timestamp, a.session_id, a.text)
+            views.maintain()
+        return views

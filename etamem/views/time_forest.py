@@ -1,0 +1,228 @@
+"""`TimeForest`: Month -> ISO week -> Day -> Session -> AMUs (DESIGN §7).
+
+Deterministic from timestamps. A session hangs under the day of its start (the timestamp
+of the first AMU that arrived for it), so sessions spanning midnight stay one session; a
+day hangs under its ISO week; a week under the month of its Monday. Node ids say what they
+are: `M:2023-05`, `W:2023-W19`, `D:2023-05-08`, `S:<session id>`. Every node keeps the
+float64 sum of its AMUs' text vectors (centroid = normalised sum), its time range and a
+`pending` counter; month/week/day summaries follow the same delta rule as the trees
+(session summaries are their AMU texts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+
+LEVELS = ("month", "week", "day", "session")
+
+
+@dataclass
+class TimeNode:
+    node_id: str
+    level: str
+    parent: str | None
+    start: datetime
+    end: datetime
+    children: list[str] = field(default_factory=list)  # sorted by start
+    members: list[str] = field(default_factory=list)  # session nodes: AMU ids in arrival order
+    sum: np.ndarray | None = None  # (d,) float64
+    count: int = 0
+    summary: str | None = None
+    pending: int = 0
+
+    def centroid(self) -> np.ndarray:
+        n = np.linalg.norm(self.sum)
+        return (self.sum / max(n, 1e-12)).astype(np.float32)
+
+
+def time_path(session_start: datetime, session_id: str) -> list[tuple[str, str, datetime, datetime]]:
+    """(node id, level, start, end) from month down to session for a session start."""
+    day0 = datetime(session_start.year, session_start.month, session_start.day, tzinfo=session_start.tzinfo)
+    monday = day0 - timedelta(days=day0.weekday())
+    iso = monday.isocalendar()
+    month0 = datetime(monday.year, monday.month, 1, tzinfo=session_start.tzinfo)
+    month_end = datetime(month0.year + (month0.month == 12), month0.month % 12 + 1, 1, tzinfo=session_start.tzinfo)
+    return [
+        (f"M:{month0:%Y-%m}", "month", month0, month_end),
+        (f"W:{iso.year}-W{iso.week:02d}", "week", monday, monday + timedelta(days=7)),
+        (f"D:{day0:%Y-%m-%d}", "day", day0, day0 + timedelta(days=1)),
+        (f"S:{session_id}", "session", session_start, session_start),
+    ]
+
+
+class TimeForest:
+    """The Time view of one space."""
+
+    def __init__(self, dim: int, *, summary_delta: int = 8, summary_reps: int = 3):
+        self.dim, self.summary_delta, self.summary_reps = dim, summary_delta, summary_reps
+        self.nodes: dict[str, TimeNode] = {}
+        self.session_start: dict[str, datetime] = {}
+        self.amu_session: dict[str, str] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.times: dict[str, datetime] = {}
+        self.texts: dict[str, str] = {}
+        self.changed: set[str] = set()
+        self.removed: set[str] = set()
+        self.stats = {"inserted": 0, "deleted": 0, "summaries_first": 0, "summaries_refresh": 0}
+
+    @property
+    def roots(self) -> list[str]:
+        return sorted((n.node_id for n in self.nodes.values() if n.parent is None), key=lambda i: self.nodes[i].start)
+
+    def path(self, node_id: str) -> list[str]:
+        out = [node_id]
+        while self.nodes[out[-1]].parent is not None:
+            out.append(self.nodes[out[-1]].parent)
+        return out
+
+    def insert(self, amu_id: str, vec: np.ndarray, timestamp: datetime, session_id: str, text: str = "") -> str:
+        """Place an AMU under its session; returns the session node id."""
+        if amu_id in self.amu_session:
+            raise ValueError(f"amu_id {amu_id!r} is already in the time forest")
+        start = self.session_start.setdefault(session_id, timestamp)
+        parent = None
+        for node_id, level, lo, hi in time_path(start, session_id):
+            node = self.nodes.get(node_id)
+            if node is None:
+                node = self.nodes[node_id] = TimeNode(node_id, level, parent, lo, hi, sum=np.zeros(self.dim))
+                if parent is not None:
+                    kids = self.nodes[parent].children
+                    kids.append(node_id)
+                    kids.sort(key=lambda c: (self.nodes[c].start, c))
+            parent = node_id
+        vec64 = np.asarray(vec, np.float64)
+        session = self.nodes[parent]
+        session.members.append(amu_id)
+        for node_id in self.path(parent):
+            node = self.nodes[node_id]
+            node.sum = node.sum + vec64
+            node.count += 1
+            node.pending += 1
+            node.start, node.end = min(node.start, timestamp), max(node.end, timestamp)
+            self.changed.add(node_id)
+        self.amu_session[amu_id] = session_id
+        self.vectors[amu_id] = np.asarray(vec, np.float32)
+        self.times[amu_id] = timestamp
+        self.texts[amu_id] = text
+        self.stats["inserted"] += 1
+        return parent
+
+    def delete(self, amu_id: str) -> bool:
+        session_id = self.amu_session.pop(amu_id, None)
+        if session_id is None:
+            return False
+        vec = self.vectors.pop(amu_id).astype(np.float64)
+        self.times.pop(amu_id)
+        self.texts.pop(amu_id)
+        leaf = f"S:{session_id}"
+        self.nodes[leaf].members.remove(amu_id)
+        for node_id in self.path(leaf):
+            node = self.nodes[node_id]
+            node.sum = node.sum - vec
+            node.count -= 1
+            node.pending += 1
+            self.changed.add(node_id)
+        for node_id in self.path(leaf):
+            node = self.nodes[node_id]
+            if node.count == 0:
+                if node.parent is not None:
+                    self.nodes[node.parent].children.remove(node_id)
+                del self.nodes[node_id]
+                self.changed.discard(node_id)
+                self.removed.add(node_id)
+                if node.level == "session":
+                    self.session_start.pop(session_id, None)
+        self.stats["deleted"] += 1
+        return True
+
+    # --- summaries -------------------------------------------------------------------------
+    def node_text(self, node_id: str) -> str:
+        node = self.nodes[node_id]
+        if node.level == "session":
+            return " ".join(self.texts[a] for a in node.members)
+        return node.summary or ""
+
+    def _subtree_reps(self, node_id: str) -> list[str]:
+        """AMU ids nearest the node centroid among its sessions' members (bounded work:
+        at most `summary_reps` candidates per child)."""
+        node = self.nodes[node_id]
+        if node.level == "session":
+            cands = node.members
+        else:
+            cands = [a for c in node.children for a in self._subtree_reps(c)]
+        if not cands:
+            return []
+        sims = np.stack([self.vectors[a] for a in cands]) @ node.centroid()
+        return [cands[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
+
+    def maintain(self, summariser=None) -> dict[str, int]:
+        """Refresh month/week/day summaries that are new or whose pending reached delta."""
+        before = dict(self.stats)
+        for node_id in sorted(self.changed & set(self.nodes), key=lambda i: -len(self.path(i))):
+            node = self.nodes[node_id]
+            if node.level == "session":
+                node.pending = 0 if node.pending >= self.summary_delta else node.pending
+                continue
+            first = node.summary is None
+            if not first and node.pending < self.summary_delta:
+                continue
+            reps = [self.texts[a] for a in self._subtree_reps(node_id)]
+            node.summary = " ".join(reps) if summariser is None else summariser(
+                [self.node_text(c) for c in node.children], reps)
+            node.pending = 0
+            self.stats["summaries_first" if first else "summaries_refresh"] += 1
+        return {k: self.stats[k] - before[k] for k in self.stats}
+
+    # --- persistence and inspection -------------------------------------------------------
+    def pop_changes(self) -> tuple[list[str], list[str]]:
+        changed = sorted(self.changed & set(self.nodes))
+        removed = sorted(self.removed - set(self.nodes))
+        self.changed, self.removed = set(), set()
+        return changed, removed
+
+    def node_row(self, node_id: str) -> dict:
+        n = self.nodes[node_id]
+        return {"node_id": node_id, "parent_id": n.parent, "is_leaf": n.level == "session",
+                "children": list(n.children), "members": list(n.members), "count": n.count,
+                "sum": n.sum.astype("<f8").tobytes(), "summary": n.summary, "pending": n.pending,
+                "info": {"level": n.level, "start": n.start.isoformat(), "end": n.end.isoformat()}}
+
+    def state(self) -> dict:
+        return {"dim": self.dim, "summary_delta": self.summary_delta, "summary_reps": self.summary_reps,
+                "stats": self.stats, "session_start": {k: v.isoformat() for k, v in self.session_start.items()}}
+
+    @classmethod
+    def restore(cls, state: dict, rows: list[dict], vectors: dict[str, np.ndarray], texts: dict[str, str],
+                times: dict[str, datetime]) -> "TimeForest":
+        forest = cls(state["dim"], summary_delta=state["summary_delta"], summary_reps=state["summary_reps"])
+        forest.stats = dict(state["stats"])
+        forest.session_start = {k: datetime.fromisoformat(v) for k, v in state["session_start"].items()}
+        for r in rows:
+            info = r["info"]
+            forest.nodes[r["node_id"]] = TimeNode(
+                r["node_id"], info["level"], r["parent_id"], datetime.fromisoformat(info["start"]),
+                datetime.fromisoformat(info["end"]), list(r["children"]), list(r["members"]),
+                np.frombuffer(r["sum"], dtype="<f8").copy(), r["count"], r["summary"], r["pending"])
+            for a in r["members"]:
+                forest.amu_session[a] = r["node_id"][2:]
+                forest.vectors[a] = np.asarray(vectors[a], np.float32)
+                forest.texts[a] = texts.get(a, "")
+                forest.times[a] = times[a]
+        return forest
+
+    def counts(self) -> dict[str, int]:
+        """Nodes per level."""
+        out = {level: 0 for level in LEVELS}
+        for n in self.nodes.values():
+            out[n.level] += 1
+        return out
+
+    def shape(self) -> dict:
+        return {"amus": len(self.amu_session), "nodes": len(self.nodes), **{f"{k}s": v for k, v in self.counts().items()},
+                "depth": 4 if self.nodes else 0}
+
+    def snapshot(self) -> dict:
+        return {i: (n.parent, n.level, list(n.children), list(n.members), n.count, n.summary)
+                for i, n in sorted(self.nodes.items())}
