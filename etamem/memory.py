@@ -177,11 +177,13 @@ class Memory:
 
     def _process_pending(self, space: str) -> list[AMU]:
         pending = self.store.turns(space, pending_only=True)
+        groups = [(sid, list(g)) for sid, g in groupby(pending, key=lambda t: t.session_id)]
         new: list[AMU] = []
-        for session_id, group in groupby(pending, key=lambda t: t.session_id):
-            others = [s for s in self.store.open_sessions(space) if s != session_id]
-            self._end_sessions(space, others)
-            new.extend(self._extract_and_store(space, list(group)))
+        for i, (session_id, group) in enumerate(groups):
+            # a session ends when a new one arrives and none of its turns are still to come
+            still_pending = {sid for sid, _ in groups[i:]}
+            self._end_sessions(space, [s for s in self.store.open_sessions(space) if s not in still_pending])
+            new.extend(self._extract_and_store(space, group))
         if new:
             self._indexes.pop(space, None)
         return new
@@ -227,8 +229,17 @@ class Memory:
         affect), months/weeks/days/sessions (time), plus turn and AMU counts."""
         with self._lock:
             space = self._known_space(space)
-            return {"space": space, "turns": self.store.count_turns(space), "amus": self.store.count_amus(space),
-                    "views": self.views(space).shape()}
+            views = self.views(space)
+            counters = [views.event.stats, views.affect.stats, views.time.stats]
+            construction = {
+                "turns": self.store.count_turns(space),
+                "summaries_first": sum(c["summaries_first"] for c in counters),
+                "summaries_refresh": sum(c["summaries_refresh"] for c in counters),
+                "pending_updates": sum(c.get("pending_updates", 0) for c in counters),
+                "summary_delta": self.config.summary_delta,
+            }
+            return {"space": space, "turns": construction["turns"], "amus": self.store.count_amus(space),
+                    "views": views.shape(), "construction": construction}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id (any status); KeyError if absent."""

@@ -6,10 +6,10 @@ and a torch path (CUDA when present) chosen by `backend="auto"`.
 from .backend import resolve_backend
 from .clustering import balanced_split, capacity_assign, spherical_kmeans
 from .similarity import cosine_topk, max_normalise
-from .stats import cohesion, ema, otsu_threshold, softmax_entropy
+from .stats import cohesion, cohesion_from_sum, ema, otsu_threshold, softmax_entropy
 
 __all__ = [
     "resolve_backend", "cosine_topk", "max_normalise",
-    "softmax_entropy", "otsu_threshold", "cohesion", "ema",
+    "softmax_entropy", "otsu_threshold", "cohesion", "cohesion_from_sum", "ema",
     "spherical_kmeans", "capacity_assign", "balanced_split",
 ]

@@ -160,7 +160,7 @@ def capacity_assign(similarities: np.ndarray, capacity: int, *, backend: str = "
 
 
 def balanced_split(vectors: np.ndarray, capacity: int, *, seed: int = 0, min_groups: int = 2,
-                   backend: str = "auto") -> np.ndarray:
+                   n_iter: int = 25, backend: str = "auto") -> np.ndarray:
     """Split unit rows into groups of at most `capacity` rows.
 
     vectors: (n, d) float32 unit rows. k = max(min_groups, ceil(n / capacity)) clipped to n;
@@ -178,7 +178,7 @@ def balanced_split(vectors: np.ndarray, capacity: int, *, seed: int = 0, min_gro
         return np.zeros(0, np.int64)
     need = math.ceil(n / capacity)
     k = min(max(int(min_groups), need, 1), n)
-    labels, cents = spherical_kmeans(x, k, seed=seed, backend=backend)
+    labels, cents = spherical_kmeans(x, k, n_iter=n_iter, seed=seed, backend=backend)
     if cents.shape[0] < need:
         by_size = np.argsort(-np.bincount(labels, minlength=cents.shape[0]), kind="stable")
         extra = by_size[np.arange(need - cents.shape[0]) % cents.shape[0]]

@@ -111,6 +111,17 @@ def _histogram(a: np.ndarray, nbins: int, kind: str) -> tuple[np.ndarray, np.nda
     return counts, (edges[:-1] + edges[1:]) / 2.0
 
 
+def cohesion_from_sum(total: np.ndarray, n: int) -> float:
+    """Cohesion of n unit vectors from their sum alone: (‖Σx‖² − n) / (n(n−1)) in O(d).
+
+    total: (d,) float64 sum of the vectors (a tree node keeps it anyway). n < 2 → 1.0.
+    """
+    if n < 2:
+        return 1.0
+    t = np.asarray(total, dtype=np.float64)
+    return (float(t @ t) - n) / (n * (n - 1))
+
+
 def cohesion(vectors: np.ndarray, *, backend: str = "auto") -> float:
     """Mean pairwise cosine (i != j) of unit rows in O(n·d): (‖Σx‖² − Σ‖x_i‖²) / (n(n−1)).
 

@@ -347,3 +347,17 @@ def test_exports():
                  "spherical_kmeans", "capacity_assign", "balanced_split"):
         assert name in k.__all__ and callable(getattr(k, name))
     assert list(itertools.islice(k.__all__, 3)) == ["resolve_backend", "cosine_topk", "max_normalise"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 40])
+def test_cohesion_from_sum_matches_brute_force(n):
+    from etamem.kernels import cohesion_from_sum
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 12))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    if n < 2:
+        assert cohesion_from_sum(x.sum(axis=0), n) == 1.0
+        return
+    brute = np.mean([x[i] @ x[j] for i in range(n) for j in range(n) if i != j])
+    assert cohesion_from_sum(x.sum(axis=0), n) == pytest.approx(brute, abs=1e-9)

@@ -234,3 +234,10 @@ def test_config_llm_from_environment(monkeypatch):
     cfg = Config()
     assert cfg.resolved_llm_model() == "m1" and cfg.resolved_llm_base_url() == "http://127.0.0.1:9/v1"
     assert Config(llm_model="m2").resolved_llm_model() == "m2"
+
+
+def test_one_call_with_several_sessions_ends_all_but_the_last(minilm):
+    mem = make_memory(minilm)
+    mem.add(CONV, space="u1")  # s1 then s2 in one call
+    assert mem.store.open_sessions("u1") == ["s2"]
+    assert mem.views("u1").event.steps == 1  # s1's end ran one maintenance pass

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..kernels import balanced_split, cohesion
+from ..kernels import balanced_split, cohesion_from_sum
 from .calibration import Calibrator
 
 Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
@@ -43,12 +43,14 @@ class SemanticTree:
         self.b_max, self.m_min, self.b_ins = b_max, m_min, b_ins
         self.summary_delta, self.summary_reps, self.pair_samples = summary_delta, summary_reps, pair_samples
         self.seed, self.backend = seed, backend
+        self.kmeans_iter = 10  # Lloyd iterations for splits/regroups (small sets: converges fast)
         self.steps = 0  # maintenance passes so far
         self.n_nodes = 0
         self.sums = np.zeros((0, self.dim), np.float64)
         self.cent = np.zeros((0, self.dim), np.float32)
         self.count = np.zeros(0, np.int64)
-        self.parent = np.zeros(0, np.int64)
+        self.parent: list[int] = []  # Python lists: read one at a time on the hot path
+        self.leaf_flag: list[bool] = []
         self.is_leaf = np.zeros(0, bool)
         self.alive = np.zeros(0, bool)
         self.pending = np.zeros(0, np.int64)
@@ -82,12 +84,13 @@ class SemanticTree:
     def _new_node(self, parent: int, *, leaf: bool) -> int:
         nid = self.n_nodes
         self.n_nodes += 1
-        for name in ("sums", "cent", "count", "parent", "is_leaf", "alive", "pending"):
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending"):
             self._grow(name, self.n_nodes)
         self.sums[nid] = 0.0
         self.cent[nid] = 0.0
         self.count[nid] = 0
-        self.parent[nid] = parent
+        self.parent.append(parent)
+        self.leaf_flag.append(leaf)
         self.is_leaf[nid] = leaf
         self.alive[nid] = True
         self.pending[nid] = 0
@@ -104,7 +107,7 @@ class SemanticTree:
         return nid
 
     def _remove_node(self, nid: int) -> None:
-        p = int(self.parent[nid])
+        p = self.parent[nid]
         if p >= 0 and nid in self.children[p]:
             self.children[p].remove(nid)
             self.dirty.add(p)
@@ -117,7 +120,7 @@ class SemanticTree:
         self.removed.add(nid)
 
     def _set_parent(self, nid: int, parent: int) -> None:
-        old = int(self.parent[nid])
+        old = self.parent[nid]
         if old >= 0 and nid in self.children[old]:
             self.children[old].remove(nid)
             self.changed.add(old)
@@ -141,18 +144,20 @@ class SemanticTree:
     def path(self, nid: int) -> list[int]:
         """Node ids from `nid` up to the root."""
         out = [nid]
-        while self.parent[out[-1]] >= 0:
-            out.append(int(self.parent[out[-1]]))
+        parent = self.parent
+        while parent[out[-1]] >= 0:
+            out.append(parent[out[-1]])
         return out
 
     def _bump_path(self, leaf: int, vec: np.ndarray, sign: int) -> None:
-        path = np.asarray(self.path(leaf))
-        self.sums[path] += sign * vec.astype(np.float64)
+        path = self.path(leaf)
+        sums = self.sums[path] + (sign * vec).astype(np.float64)
+        self.sums[path] = sums
         self.count[path] += sign
         self.pending[path] += 1
         self.stats["pending_updates"] += len(path)
-        self.cent[path] = _unit(self.sums[path])
-        self.changed.update(path.tolist())
+        self.cent[path] = _unit(sums)
+        self.changed.update(path)
 
     # --- queries used by insertion and retrieval --------------------------------------------
     @property
@@ -170,14 +175,15 @@ class SemanticTree:
         """
         frontier = [self.root]
         sims = np.zeros(1, np.float32)
+        leaf_flag, children = self.leaf_flag, self.children
         while True:
             cand: list[int] = []
             expanded = False
             for n in frontier:
-                if self.is_leaf[n]:
+                if leaf_flag[n]:
                     cand.append(n)
                 else:
-                    cand.extend(self.children[n])
+                    cand.extend(children[n])
                     expanded = True
             if not cand:
                 return [], np.zeros(0, np.float32)
@@ -185,7 +191,7 @@ class SemanticTree:
                 break
             sims = self.cent[cand] @ x
             if len(cand) > beam:
-                top = np.argpartition(-sims, beam - 1)[:beam]
+                top = (-sims).argpartition(beam - 1)[:beam]
                 cand, sims = [cand[i] for i in top], sims[top]
             frontier = cand
         order = np.argsort(-sims, kind="stable")
@@ -215,7 +221,7 @@ class SemanticTree:
             self.calibrator.observe(sims[:1])
             leaf = leaves[0]
             if sims[0] < self.calibrator.current.tau_new:
-                leaf = self._new_node(int(self.parent[leaf]), leaf=True)
+                leaf = self._new_node(self.parent[leaf], leaf=True)
                 self.stats["new_leaves"] += 1
         self.members[leaf].append(row)
         self.leaf_of[row] = leaf
@@ -235,7 +241,7 @@ class SemanticTree:
         self._bump_path(leaf, self.X[row], -1)
         node = leaf
         while node != self.root and self.count[node] == 0:
-            up = int(self.parent[node])
+            up = self.parent[node]
             self._remove_node(node)
             node = up
         self.dirty.add(node)
@@ -248,7 +254,7 @@ class SemanticTree:
         self.steps += 1
         before = dict(self.stats)
         touched = {n for n in self.dirty if self.alive[n]}
-        parents = {n for n in touched if not self.is_leaf[n]} | {int(self.parent[n]) for n in touched if self.is_leaf[n]}
+        parents = {n for n in touched if not self.is_leaf[n]} | {self.parent[n] for n in touched if self.is_leaf[n]}
         parents.discard(-1)
         for p in sorted(parents):
             if self.alive[p]:
@@ -256,7 +262,7 @@ class SemanticTree:
         m_max = self.calibrator.m_max
         for leaf in sorted(n for n in touched | self.dirty if self.alive[n] and self.is_leaf[n]):
             self._maybe_split(leaf, m_max)
-            parents.add(int(self.parent[leaf]))
+            parents.add(self.parent[leaf])
         for p in sorted(parents):
             if self.alive[p]:
                 self._regroup(p)
@@ -275,24 +281,56 @@ class SemanticTree:
         for leaf in [c for c in self.children[p] if self.is_leaf[c] and self.count[c] < self.m_min]:
             if not self.alive[leaf] or self.count[leaf] >= self.m_min:
                 continue  # absorbed or grown meanwhile
-            sibs = [c for c in self.children[p] if self.is_leaf[c] and c != leaf]
-            if sibs:
-                best = sibs[int(np.argmax(self.cent[sibs] @ self.cent[leaf]))]
-                self._absorb(best, leaf)
-        leaves = [c for c in self.children[p] if self.is_leaf[c]]
-        if len(leaves) < 2:
-            return
-        sims = self.cent[leaves] @ self.cent[leaves].T
-        fresh = np.array([c in touched or c in self.dirty for c in leaves])
-        mask = np.triu(np.ones(sims.shape, bool), 1) & (fresh[:, None] | fresh[None, :]) & (sims > tau_merge)
-        ii, jj = np.nonzero(mask)
-        used: set[int] = set()
-        for o in np.argsort(-sims[ii, jj], kind="stable"):
-            a, b = leaves[ii[o]], leaves[jj[o]]
-            if a in used or b in used or self.count[a] + self.count[b] > m_max:
+            sibs = [c for c in self.children[p] if self.leaf_flag[c] and c != leaf]
+            if not sibs:
+                self._reinsert(leaf)  # no sibling leaf: its AMUs go to the best leaf elsewhere
                 continue
-            self._absorb(a, b)
-            used.update((a, b))
+            sims = self.cent[sibs] @ self.cent[leaf]
+            room = self.count[sibs] + self.count[leaf] <= m_max
+            pick = np.where(room, sims, sims - 10.0) if room.any() else sims  # prefer a sibling with room
+            self._absorb(sibs[int(np.argmax(pick))], leaf)
+        leaves = [c for c in self.children[p] if self.leaf_flag[c]]
+        fresh = [c for c in leaves if c in touched or c in self.dirty]
+        if len(leaves) < 2 or not fresh:
+            return
+        while True:  # greedy passes, best pair first, until nothing merges
+            sims = self.cent[fresh] @ self.cent[leaves].T  # (f, L)
+            ii, jj = np.nonzero(sims > tau_merge)
+            pairs = sorted((-float(sims[i, j]), fresh[i], leaves[j]) for i, j in zip(ii, jj) if fresh[i] != leaves[j])
+            used: set[int] = set()
+            for _, a, b in pairs:
+                if a in used or b in used or self.count[a] + self.count[b] > m_max:
+                    continue
+                self._absorb(a, b)
+                used.update((a, b))
+            if not used:
+                return
+            leaves = [c for c in self.children[p] if self.leaf_flag[c]]
+            fresh = [c for c in leaves if c in used]
+
+    def _reinsert(self, leaf: int) -> None:
+        """Move the AMUs of a tiny leaf that has no sibling leaf into the best other leaf
+        (beam search without opening new leaves), then drop the leaf."""
+        rows = list(self.members[leaf])
+        if self.active_rows <= len(rows):
+            return  # nowhere else to go
+        for r in rows:
+            self.members[leaf].remove(r)
+            self._bump_path(leaf, self.X[r], -1)
+        self._remove_node(leaf)
+        node = self.parent[leaf]
+        while node != self.root and self.count[node] == 0:
+            up = self.parent[node]
+            self._remove_node(node)
+            node = up
+        for r in rows:
+            target = self.descend(self.X[r], self.b_ins)[0][0]
+            self.members[target].append(r)
+            self.leaf_of[r] = target
+            self._bump_path(target, self.X[r], +1)
+            self.dirty.add(target)
+        self.dirty.add(node)
+        self.stats["merges"] += 1
 
     def _absorb(self, keep: int, gone: int) -> None:
         """Move all members of leaf `gone` into sibling leaf `keep` and drop `gone`."""
@@ -311,15 +349,21 @@ class SemanticTree:
     def _maybe_split(self, leaf: int, m_max: int) -> None:
         rows = self.members[leaf]
         n = len(rows)
-        low_cohesion = n >= 2 * self.m_min and cohesion(self.X[rows], backend=self.backend) < self.calibrator.current.tau_coh
+        low_cohesion = (n >= 2 * self.m_min
+                        and cohesion_from_sum(self.sums[leaf], n) < self.calibrator.current.tau_coh)
         if n <= m_max and not low_cohesion:
             return
-        labels = balanced_split(self.X[rows], m_max, seed=self.seed + self.steps, backend=self.backend)
+        # size splits: groups of at most 3/4 capacity (and at least ceil(n/k)), so no split
+        # produces a leaf that is tiny or full again at once
+        k = max(2, -(-n // m_max))
+        capacity = m_max if n <= m_max else max(-(-n // k), -(-3 * m_max // 4))
+        labels = balanced_split(self.X[rows], capacity, seed=self.seed + self.steps, n_iter=self.kmeans_iter,
+                                backend=self.backend)
         groups = [[r for r, g in zip(rows, labels) if g == k] for k in range(int(labels.max()) + 1)]
         groups = [g for g in groups if g]
-        if len(groups) < 2:
-            return
-        p = int(self.parent[leaf])
+        if len(groups) < 2 or (n <= m_max and min(map(len, groups)) < self.m_min):
+            return  # a cohesion split may not create leaves that the merge rule would undo
+        p = self.parent[leaf]
         self.members[leaf] = groups[0]
         self._recompute(leaf)
         self.pending[leaf] = 0
@@ -340,13 +384,14 @@ class SemanticTree:
         """
         while p >= 0 and len(self.children[p]) > self.b_max:
             kids = list(self.children[p])
-            labels = balanced_split(self.cent[kids], self.b_max, seed=self.seed + self.steps, backend=self.backend)
+            labels = balanced_split(self.cent[kids], self.b_max, seed=self.seed + self.steps,
+                                    n_iter=self.kmeans_iter, backend=self.backend)
             groups = sorted(([c for c, g in zip(kids, labels) if g == k] for k in range(int(labels.max()) + 1)),
                             key=len, reverse=True)
             movers = [g for g in groups if len(g) >= 2] if p == self.root else [g for g in groups[1:] if len(g) >= 2]
             if not movers:  # degenerate clustering: move the second half as one group
                 movers = [kids[len(kids) // 2:]]
-            host = p if p == self.root else int(self.parent[p])
+            host = p if p == self.root else self.parent[p]
             for group in movers:
                 mid = self._new_node(host, leaf=False)
                 for c in group:
@@ -362,7 +407,7 @@ class SemanticTree:
         """Remove empty internal nodes and splice out single-child internal nodes."""
         for n in nodes:
             while self.alive[n] and not self.is_leaf[n] and n != self.root and len(self.children[n]) <= 1:
-                p = int(self.parent[n])
+                p = self.parent[n]
                 for c in list(self.children[n]):
                     self._set_parent(c, p)
                 self._remove_node(n)
@@ -389,7 +434,7 @@ class SemanticTree:
             a = [self.members[leaves[k]][i] for k, i in zip(picks, first)]
             b = [self.members[leaves[k]][j] for k, j in zip(picks, second)]
             vals.append(np.einsum("ij,ij->i", self.X[a], self.X[b]))
-        pairs = [self.children[p] for p in sorted({int(self.parent[n]) for n in leaves} - {-1})
+        pairs = [self.children[p] for p in sorted({self.parent[n] for n in leaves} - {-1})
                  if len(self.children[p]) >= 2]
         if pairs:
             a = [kids[0] for kids in pairs]
@@ -428,6 +473,7 @@ class SemanticTree:
             if self.is_leaf[n]:
                 if self.pending[n] >= self.summary_delta:
                     self.pending[n] = 0
+                    self.changed.add(n)
                 continue
             first = self.summary[n] is None
             if not first and self.pending[n] < self.summary_delta:
@@ -439,6 +485,7 @@ class SemanticTree:
             else:
                 self.summary[n] = summariser([self.node_text(c) for c in self.children[n]], reps)
             self.pending[n] = 0
+            self.changed.add(n)
             self.stats["summaries_first" if first else "summaries_refresh"] += 1
 
     # --- persistence ------------------------------------------------------------------------
@@ -470,9 +517,10 @@ class SemanticTree:
         tree = cls(state["dim"], calibrator, backend=backend, **state["params"])
         tree.children, tree.members, tree.summary, tree.reps = [], [], [], []
         n = tree.n_nodes = int(state["n_nodes"])
-        for name in ("sums", "cent", "count", "parent", "is_leaf", "alive", "pending"):
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending"):
             arr = getattr(tree, name)
             setattr(tree, name, np.zeros((n,) + arr.shape[1:], arr.dtype))
+        tree.parent, tree.leaf_flag = [-1] * n, [False] * n
         tree.children = [[] for _ in range(n)]
         tree.members = [[] for _ in range(n)]
         tree.summary = [None] * n
@@ -487,6 +535,7 @@ class SemanticTree:
         for r in rows:
             nid = int(r["node_id"])
             tree.alive[nid], tree.is_leaf[nid], tree.parent[nid] = True, r["is_leaf"], int(r["parent_id"])
+            tree.leaf_flag[nid] = bool(r["is_leaf"])
             tree.children[nid] = [int(c) for c in r["children"]]
             tree.members[nid] = [tree.row_of[a] for a in r["members"]]
             tree.leaf_of[tree.members[nid]] = nid
@@ -518,7 +567,7 @@ class SemanticTree:
 
     def snapshot(self) -> dict:
         """Canonical structure for equality checks: node -> (parent, leaf, children, members)."""
-        return {int(n): (int(self.parent[n]), bool(self.is_leaf[n]), list(self.children[n]),
+        return {int(n): (self.parent[n], bool(self.is_leaf[n]), list(self.children[n]),
                          [self.amu_ids[r] for r in self.members[n]], int(self.count[n]), self.summary[n])
                 for n in np.flatnonzero(self.alive[: self.n_nodes])}
 

@@ -63,9 +63,11 @@ class TimeForest:
         self.vectors: dict[str, np.ndarray] = {}
         self.times: dict[str, datetime] = {}
         self.texts: dict[str, str] = {}
-        self.changed: set[str] = set()
+        self.changed: set[str] = set()  # nodes to persist
         self.removed: set[str] = set()
-        self.stats = {"inserted": 0, "deleted": 0, "summaries_first": 0, "summaries_refresh": 0}
+        self.dirty: set[str] = set()  # nodes to look at in the next maintenance
+        self.stats = {"inserted": 0, "deleted": 0, "summaries_first": 0, "summaries_refresh": 0,
+                      "pending_updates": 0}
 
     @property
     def roots(self) -> list[str]:
@@ -100,8 +102,10 @@ class TimeForest:
             node.sum = node.sum + vec64
             node.count += 1
             node.pending += 1
+            self.stats["pending_updates"] += 1
             node.start, node.end = min(node.start, timestamp), max(node.end, timestamp)
             self.changed.add(node_id)
+            self.dirty.add(node_id)
         self.amu_session[amu_id] = session_id
         self.vectors[amu_id] = np.asarray(vec, np.float32)
         self.times[amu_id] = timestamp
@@ -123,7 +127,9 @@ class TimeForest:
             node.sum = node.sum - vec
             node.count -= 1
             node.pending += 1
+            self.stats["pending_updates"] += 1
             self.changed.add(node_id)
+            self.dirty.add(node_id)
         for node_id in self.path(leaf):
             node = self.nodes[node_id]
             if node.count == 0:
@@ -160,10 +166,14 @@ class TimeForest:
     def maintain(self, summariser=None) -> dict[str, int]:
         """Refresh month/week/day summaries that are new or whose pending reached delta."""
         before = dict(self.stats)
-        for node_id in sorted(self.changed & set(self.nodes), key=lambda i: -len(self.path(i))):
+        todo = sorted(self.dirty & set(self.nodes), key=lambda i: -len(self.path(i)))
+        self.dirty = set()
+        for node_id in todo:
             node = self.nodes[node_id]
             if node.level == "session":
-                node.pending = 0 if node.pending >= self.summary_delta else node.pending
+                if node.pending >= self.summary_delta:
+                    node.pending = 0
+                    self.changed.add(node_id)
                 continue
             first = node.summary is None
             if not first and node.pending < self.summary_delta:
@@ -172,6 +182,7 @@ class TimeForest:
             node.summary = " ".join(reps) if summariser is None else summariser(
                 [self.node_text(c) for c in node.children], reps)
             node.pending = 0
+            self.changed.add(node_id)
             self.stats["summaries_first" if first else "summaries_refresh"] += 1
         return {k: self.stats[k] - before[k] for k in self.stats}
 

@@ -1,0 +1,207 @@
+"""Construction throughput and memory of one semantic tree (DESIGN §5-6) against FAISS flat add.
+
+    python -m benchmarks.construction [--sizes 10000 100000 1000000] [--dim 384] [--session 50]
+        [--cluster-size 50] [--noise 0.6] [--seed 0] [--out FILE.json]
+
+Synthetic, seeded, precomputed embeddings: n / cluster_size random unit centres; each AMU is
+its centre + noise * N(0, I) / sqrt(dim), L2-normalised, with its cluster drawn uniformly (so
+one session touches many clusters). Each size runs in a fresh subprocess, so the peak RSS
+(`ru_maxrss`) is per size; the peak just after data generation is reported too, so the tree's
+own increment shows. In the child: one `SemanticTree` with default `Config()` parameters;
+AMUs are inserted in order with `maintain()` after every `--session` AMUs and once at the
+end; insertion and maintenance are timed separately. Baseline in the same child, after the
+tree: `faiss.IndexFlatIP(dim).add(X)` of the same vectors. Progress goes to stderr; the
+child prints one JSON line to stdout and the parent prints the Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CHUNK = 16384  # rows generated at a time: keeps the data-only peak close to n * dim * 4 bytes
+TARGET_RATE, TARGET_RATE_AT = 2000.0, 100_000
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def generate(n: int, dim: int, cluster_size: int, noise: float, seed: int) -> np.ndarray:
+    """(n, dim) float32 unit rows, built in chunks; the same (n, dim, ..., seed) gives the same data."""
+    rng = np.random.default_rng(seed)
+    n_c = max(1, n // cluster_size)
+    centres = rng.standard_normal((n_c, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    X = np.empty((n, dim), np.float32)
+    for s in range(0, n, CHUNK):
+        e = min(n, s + CHUNK)
+        labels = rng.integers(0, n_c, e - s)
+        block = centres[labels] + (noise / math.sqrt(dim)) * rng.standard_normal((e - s, dim), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        X[s:e] = block
+    return X
+
+
+def run_child(n: int, args) -> dict:
+    import faiss
+
+    from etamem.config import Config
+    from etamem.views.calibration import Calibrator
+    from etamem.views.semantic_tree import SemanticTree
+
+    import_mb = peak_mb()
+    t0 = time.perf_counter()
+    X = generate(n, args.dim, args.cluster_size, args.noise, args.seed)
+    gen_s, data_mb = time.perf_counter() - t0, peak_mb()
+
+    c = Config()
+    tree = SemanticTree(args.dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
+                        summary_delta=c.summary_delta, summary_reps=c.summary_reps,
+                        pair_samples=c.calibration_pair_samples, seed=c.seed)
+    t_ins = t_maint = 0.0
+    step, next_report = max(1, n // 10), max(1, n // 10)
+    for s in range(0, n, args.session):
+        e = min(n, s + args.session)
+        t = time.perf_counter()
+        for i in range(s, e):
+            tree.insert(f"a{i}", X[i], f"amu {i}")
+        t_ins += time.perf_counter() - t
+        t = time.perf_counter()
+        tree.maintain()
+        t_maint += time.perf_counter() - t
+        if e >= next_report:
+            print(f"[n={n}] {e}/{n} inserted: insert {t_ins:.1f}s, maintain {t_maint:.1f}s", file=sys.stderr, flush=True)
+            next_report += step
+    t = time.perf_counter()
+    tree.maintain()  # the final one (a no-op when n is a multiple of the session length)
+    t_maint += time.perf_counter() - t
+    tree_mb = peak_mb()
+
+    shape = tree.shape()
+    sizes = tree.count[tree.leaves()].astype(np.float64)
+    p10, p50, p90 = (float(v) for v in np.percentile(sizes, [10, 50, 90]))
+    total = t_ins + t_maint
+
+    index = faiss.IndexFlatIP(args.dim)
+    t = time.perf_counter()
+    index.add(X)
+    faiss_s = time.perf_counter() - t
+    assert index.ntotal == n and tree.active_rows == n
+    combined = n / total
+    return {"amus": n, "generate_s": gen_s, "insert_s": t_ins, "maintain_s": t_maint,
+            "insert_rate": n / t_ins, "maintain_rate": n / t_maint if t_maint else float("inf"),
+            "combined_rate": combined, "us_per_amu": 1e6 * total / n,
+            "depth": tree.depth(), "leaves": shape["leaves"], "nodes": shape["nodes"],
+            "mean_fanout": shape["mean_fanout"], "max_fanout": shape["max_fanout"],
+            "leaf_size": {"min": float(sizes.min()), "p10": p10, "p50": p50, "p90": p90,
+                          "max": float(sizes.max()), "mean": float(sizes.mean())},
+            "thresholds": tree.calibrator.current.as_dict(), "calibration_updates": len(tree.calibrator.history),
+            "maintenance_steps": tree.steps, "stats": dict(tree.stats),
+            "import_peak_mb": import_mb, "data_peak_mb": data_mb, "tree_peak_mb": tree_mb,
+            "tree_increment_mb": tree_mb - data_mb, "peak_mb_with_faiss": peak_mb(),
+            "faiss_add_s": faiss_s, "faiss_add_rate": n / faiss_s, "ratio_to_faiss": combined / (n / faiss_s)}
+
+
+def machine_info() -> dict:
+    import faiss
+
+    return {"cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "faiss": getattr(faiss, "__version__", "?"), "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine()}
+
+
+def table(rows: list[dict]) -> str:
+    base = rows[0]
+    head = ["AMUs", "insert AMUs/s", "maint. AMUs/s", "combined AMUs/s", "µs/AMU", "µs ratio", "ln ratio",
+            "depth", "leaves", "mean fan-out", "leaf p50/p90/max", "peak RSS MB (data)", "FAISS add AMUs/s",
+            "tree/FAISS"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ls = r["leaf_size"]
+        cells = [f"{r['amus']:,}", f"{r['insert_rate']:,.0f}", f"{r['maintain_rate']:,.0f}",
+                 f"{r['combined_rate']:,.0f}", f"{r['us_per_amu']:.0f}", f"{r['us_per_amu'] / base['us_per_amu']:.2f}",
+                 f"{math.log(r['amus']) / math.log(base['amus']):.2f}", str(r["depth"]), f"{r['leaves']:,}",
+                 f"{r['mean_fanout']:.1f}", f"{ls['p50']:.0f}/{ls['p90']:.0f}/{ls['max']:.0f}",
+                 f"{r['tree_peak_mb']:,.0f} ({r['data_peak_mb']:,.0f})", f"{r['faiss_add_rate']:,.0f}",
+                 f"{r['ratio_to_faiss']:.2e}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets(rows: list[dict]) -> dict:
+    at = [r for r in rows if r["amus"] == TARGET_RATE_AT]
+    rate = {"target": f">= {TARGET_RATE:,.0f} AMUs/s (insertion + amortised maintenance) at {TARGET_RATE_AT:,}",
+            "measured": at[0]["combined_rate"] if at else None,
+            "met": (at[0]["combined_rate"] >= TARGET_RATE) if at else None}
+    base = rows[0]
+    growth = [{"amus": r["amus"], "cost_ratio": r["us_per_amu"] / base["us_per_amu"],
+               "log_ratio": math.log(r["amus"]) / math.log(base["amus"])} for r in rows[1:]]
+    covered = len(rows) > 1 and base["amus"] <= 10_000 and rows[-1]["amus"] >= 1_000_000
+    log = {"target": "per-AMU cost grows no faster than logarithmically from 10k to 1M",
+           "range": f"{base['amus']:,} -> {rows[-1]['amus']:,}", "full_range_measured": covered, "points": growth,
+           "met": all(g["cost_ratio"] <= g["log_ratio"] for g in growth) if growth else None}
+    return {"rate": rate, "log_growth": log}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--session", type=int, default=50, help="AMUs per session; maintain() after each")
+    ap.add_argument("--cluster-size", type=int, default=50)
+    ap.add_argument("--noise", type=float, default=0.6)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write all results to this JSON file")
+    ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(run_child(args.child, args)), flush=True)
+        return
+
+    command = "python -m benchmarks.construction " + " ".join(sys.argv[1:] if argv is None else argv)
+    common = ["--dim", str(args.dim), "--session", str(args.session), "--cluster-size", str(args.cluster_size),
+              "--noise", str(args.noise), "--seed", str(args.seed)]
+    rows, t_start = [], time.perf_counter()
+    for n in sorted(args.sizes):
+        print(f"size {n:,}: starting a fresh subprocess", file=sys.stderr, flush=True)
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.construction", "--child", str(n), *common],
+                              stdout=subprocess.PIPE, text=True, check=True)
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    wall = time.perf_counter() - t_start
+
+    info, tg = machine_info(), targets(rows)
+    print(f"machine: {info['cpu_count']} CPUs, {info['processor']}, {info['platform']}; python {info['python']}, "
+          f"numpy {info['numpy']}, faiss {info['faiss']}")
+    print(f"command: {command}")
+    print(f"data: dim {args.dim}, cluster size {args.cluster_size}, noise {args.noise}, seed {args.seed}; "
+          f"maintain() every {args.session} AMUs; wall time {wall:.0f}s\n")
+    print(table(rows))
+    print("\nµs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
+          "Peak RSS: ru_maxrss of the child after the tree is built (in brackets: after data generation).")
+    fmt = lambda m: "not measured" if m is None else ("met" if m else "NOT met")  # noqa: E731
+    r, g = tg["rate"], tg["log_growth"]
+    measured = "n/a" if r["measured"] is None else f"{r['measured']:,.0f} AMUs/s"
+    print("\nTargets (issue): insertion + amortised maintenance >= 2,000 AMUs/s at 100k; per-AMU cost growing "
+          "no faster than logarithmically from 10k to 1M.")
+    print(f"- rate at 100k: {measured} -> {fmt(r['met'])}")
+    pts = ", ".join(f"{p['amus']:,}: {p['cost_ratio']:.2f} vs {p['log_ratio']:.2f}" for p in g["points"])
+    scope = "" if g["full_range_measured"] else f" (only {g['range']} measured, not the full 10k -> 1M range)"
+    print(f"- log growth (cost ratio vs ln ratio) {pts or 'n/a'} -> {fmt(g['met'])}{scope}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"command": command, "machine": info, "args": {k: v for k, v in vars(args).items() if k != "child"},
+                       "wall_s": wall, "results": rows, "targets": tg}, f, indent=2)
+        print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The views inside `Memory`: routing, persistence, deletion, stats and construction cost."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+from etamem import Config, Memory
+from etamem.affect import VaderAffectTagger
+from etamem.encoders import CachedEncoder
+from etamem.extraction import LLMExtractor, RuleExtractor
+from etamem.llm import LLMClient
+
+TURNS = [
+    ("s1", "2023-05-08T13:00", "Ana", "I adopted a grey cat named Miso. I love her so much!"),
+    ("s1", "2023-05-08T13:01", "Ben", "I started a new job as a nurse in Lyon. The commute is awful."),
+    ("s1", "2023-05-08T13:02", "Ana", "My sister lives in Toronto and works as an architect."),
+    ("s2", "2023-05-20T10:00", "Ben", "I passed the nursing exam yesterday, I am thrilled."),
+    ("s2", "2023-05-20T10:02", "Ana", "I repainted the kitchen blue last weekend."),
+    ("s2", "2023-05-20T10:03", "Ben", "My car broke down on the highway, which was terrible."),
+    ("s3", "2023-06-02T09:00", "Ana", "Miso the cat learned to open the fridge door."),
+    ("s3", "2023-06-02T09:05", "Ben", "I booked a train ticket to Marseille for July."),
+]
+
+
+def turns(rows=TURNS):
+    return [{"turn_id": f"t{i}", "session_id": s, "timestamp": ts, "speaker": sp, "text": tx}
+            for i, (s, ts, sp, tx) in enumerate(rows)]
+
+
+def memory(minilm, path=None, **kw):
+    return Memory(path, Config(), text_encoder=CachedEncoder(minilm), affect_tagger=VaderAffectTagger(minilm), **kw)
+
+
+def test_amus_are_routed_to_views(minilm):
+    mem = memory(minilm)
+    mem.add(turns(), space="u")
+    mem.end_session("u")
+    amus = mem.list("u")
+    views = mem.views("u")
+    assert sorted(views.event.row_of) == sorted(a.amu_id for a in amus if a.polarity == "neutral")
+    assert sorted(views.affect.row_of) == sorted(a.amu_id for a in amus if a.polarity != "neutral")
+    assert sorted(views.time.amu_session) == sorted(a.amu_id for a in amus)
+    assert views.event.row_of and views.affect.row_of
+    # 8 May (Mon), 20 May (Sat, Monday 15 May), 2 June (Fri, Monday 29 May): one month by the Monday rule
+    assert views.time.counts() == {"month": 1, "week": 3, "day": 3, "session": 3}
+    # the affect tree is keyed by affective embeddings, the event tree by text embeddings
+    assert views.affect.dim == minilm.dim + 5 and views.event.dim == minilm.dim
+
+
+def test_views_persist_and_reload_identically(minilm, tmp_path):
+    with memory(minilm, tmp_path / "m") as mem:
+        mem.add(turns(), space="u")
+        mem.end_session("u")
+        before = {v: mem.views("u").tree(v).snapshot() for v in ("event", "affect")}
+        time_before = mem.views("u").time.snapshot()
+        shape = mem.stats("u")["views"]
+    with memory(minilm, tmp_path / "m") as mem2:
+        assert {v: mem2.views("u").tree(v).snapshot() for v in ("event", "affect")} == before
+        assert mem2.views("u").time.snapshot() == time_before
+        assert mem2.stats("u")["views"] == shape
+
+
+def test_missing_view_rows_are_rebuilt_on_load(minilm, tmp_path):
+    with memory(minilm, tmp_path / "m") as mem:
+        mem.add(turns(), space="u")
+        n = len(mem.list("u"))
+        mem.store._conn.execute("DELETE FROM nodes")  # as if the view write never happened
+        mem.store._conn.execute("DELETE FROM view_state")
+    with memory(minilm, tmp_path / "m") as mem2:
+        views = mem2.views("u")
+        assert views.event.active_rows + views.affect.active_rows == n == len(views.time.amu_session)
+
+
+def test_delete_removes_amu_from_every_view(minilm, tmp_path):
+    with memory(minilm, tmp_path / "m") as mem:
+        mem.add(turns(), space="u")
+        victim = mem.list("u")[0]
+        mem.delete(space="u", amu_id=victim.amu_id)
+        views = mem.views("u")
+        assert views.view_of(victim.amu_id) is None and victim.amu_id not in views.time.amu_session
+    with memory(minilm, tmp_path / "m") as mem2:
+        views = mem2.views("u")
+        assert views.view_of(victim.amu_id) is None and victim.amu_id not in views.time.amu_session
+
+
+def test_cli_stats_matches_library(minilm, tmp_path, capsys):
+    from etamem.cli import main
+
+    store = tmp_path / "m"
+    with memory(minilm, store) as mem:
+        mem.add(turns(), space="u")
+        mem.end_session("u")
+        expected = mem.stats("u")
+    assert main(["-q", "stats", str(store), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == [json.loads(json.dumps(expected))]
+    assert main(["-q", "stats", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "event" in out and "affect" in out and "sessions 3" in out and "tau_new" in out
+
+
+def test_construction_cost_follows_the_model(minilm, chat_server, tmp_path):
+    """LLM calls: one extraction per turn (T), first summaries of internal nodes (J) and
+    refreshes bounded by pending updates / delta (U / delta)."""
+
+    def responder(body):
+        prompt = body["messages"][-1]["content"]
+        if "Turn to process" in prompt:
+            text = re.search(r"Turn to process \([^)]*\):\n(.*?)\n\nRules:", prompt, re.S).group(1)
+            return json.dumps({"facts": [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]})
+        return "A summary of the children."
+
+    chat_server.responder = responder
+    llm = LLMClient("m", base_url=chat_server.base_url, api_key="k", cache_path=str(tmp_path / "cache.sqlite"))
+    cfg = Config(b_max=2, summary_delta=2)  # small trees still get internal nodes
+    mem = Memory(None, cfg, text_encoder=CachedEncoder(minilm), affect_tagger=VaderAffectTagger(minilm), llm=llm,
+                 extractor=LLMExtractor(llm, fallback=RuleExtractor()))
+    mem.add(turns(), space="u")
+    mem.end_session("u")
+    usage = llm.usage()
+    cost = mem.stats("u")["construction"]
+    assert usage["extract"].calls == len(TURNS) == cost["turns"]
+    summaries = cost["summaries_first"] + cost["summaries_refresh"]
+    stage = usage["summarise"]
+    assert cost["summaries_first"] > 0 and stage.calls + stage.cached_calls == summaries
+    assert cost["summaries_refresh"] <= cost["pending_updates"] / cfg.summary_delta
+    nodes = mem.views("u").time.nodes
+    assert all(n.summary == "A summary of the children." for n in nodes.values() if n.level != "session")

@@ -1,0 +1,279 @@
+"""Semantic trees, calibration and the Time forest: invariants (hypothesis), hand-worked cases
+and persistence."""
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from etamem.config import Config
+from etamem.kernels import otsu_threshold
+from etamem.store import Store
+from etamem.types import AMU
+from etamem.views import Calibrator, SemanticTree, SpaceViews, Thresholds, TimeForest, route
+
+
+def unit(x):
+    x = np.asarray(x, np.float64)
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def frozen_calibrator(tau_new=0.5, tau_coh=0.2, tau_merge=0.97, m_max=10):
+    """Thresholds that never move (warm-up never ends)."""
+    return Calibrator(Thresholds(tau_new, tau_coh, tau_merge, float(m_max)), min_obs=10**9, m_max_bounds=(1, 1000))
+
+
+def rows_under(tree, n):
+    if tree.is_leaf[n]:
+        return list(tree.members[n])
+    return [r for c in tree.children[n] for r in rows_under(tree, c)]
+
+
+def check_tree(tree, expected_ids, after_maintenance=True):
+    live = np.flatnonzero(tree.alive[: tree.n_nodes])
+    seen = {}
+    for n in live:
+        if tree.is_leaf[n]:
+            if after_maintenance:
+                assert tree.members[n], f"empty leaf {n}"
+            for r in tree.members[n]:
+                assert r not in seen, "AMU in two leaves"
+                seen[r] = n
+                assert tree.leaf_of[r] == n
+        elif after_maintenance:
+            assert len(tree.children[n]) <= tree.b_max
+        for c in tree.children[n]:
+            assert tree.parent[c] == n and tree.alive[c]
+        rows = rows_under(tree, n)
+        assert tree.count[n] == len(rows)
+        if rows:
+            mean = unit(tree.X[rows].astype(np.float64).sum(axis=0))
+            np.testing.assert_allclose(tree.cent[n], mean, atol=1e-5)
+    assert sorted(tree.amu_ids[r] for r in seen) == sorted(expected_ids)
+
+
+# --- property tests ---------------------------------------------------------------------------
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 3), st.sampled_from(["negative", "neutral", "positive"]),
+              st.integers(0, 40)),
+    st.tuples(st.just("delete"), st.integers(0, 10**6)),
+    st.tuples(st.just("maintain")),
+), min_size=1, max_size=70)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, seed=st.integers(0, 1000))
+def test_views_invariants_under_random_operations(ops, seed):
+    cfg = Config(b_max=3, m_max_init=4, m_max_bounds=(4, 6), m_min=2, b_ins=2, calibration_min_obs=20,
+                 calibration_reservoir=64, summary_delta=3, seed=seed)
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.standard_normal((4, 8)))
+    views = SpaceViews(cfg, 8, 8)
+    active: dict[str, AMU] = {}
+    vecs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    start = datetime(2023, 5, 1, 12, tzinfo=timezone.utc)
+    for i, op in enumerate(ops):
+        if op[0] == "add":
+            _, c, pol, day = op
+            amu = AMU(amu_id=f"a{i}", text=f"text {i}", speaker="S", timestamp=start + timedelta(days=day),
+                      session_id=f"s{day}", source_turn_ids=(f"t{i}",), polarity=pol)
+            tv = unit(centres[c] + 0.3 * rng.standard_normal(8))
+            av = unit(centres[(c + 1) % 4] + 0.3 * rng.standard_normal(8))
+            views.add([amu], tv[None], av[None])
+            active[amu.amu_id], vecs[amu.amu_id] = amu, (tv, av)
+        elif op[0] == "delete" and active:
+            victim = sorted(active)[op[1] % len(active)]
+            assert views.remove(victim)
+            del active[victim]
+        else:
+            views.maintain()
+    views.maintain()
+    for name in ("event", "affect"):
+        ids = [a for a, amu in active.items() if route(amu.polarity) == name]
+        check_tree(views.tree(name), ids)
+    assert sorted(views.time.amu_session) == sorted(active)
+    for node in views.time.nodes.values():
+        assert node.count > 0
+    # save / reload through a real store gives identical views
+    store = Store(None)
+    views.save(store, "s")
+    amus = [active[a] for a in sorted(active)]
+    tv = np.stack([vecs[a.amu_id][0] for a in amus]) if amus else np.zeros((0, 8), np.float32)
+    av = np.stack([vecs[a.amu_id][1] for a in amus]) if amus else np.zeros((0, 8), np.float32)
+    again = SpaceViews.load(store, "s", cfg, amus, tv, av, 8, 8)
+    for name in ("event", "affect"):
+        a, b = views.tree(name), again.tree(name)
+        assert a.snapshot() == b.snapshot()
+        live = np.flatnonzero(a.alive[: a.n_nodes])
+        np.testing.assert_array_equal(a.cent[live], b.cent[live])
+        assert a.calibrator.state() == b.calibrator.state()
+        np.testing.assert_array_equal(a.calibrator.reservoir, b.calibrator.reservoir)
+    assert views.time.snapshot() == again.time.snapshot()
+
+
+# --- hand-worked cases -------------------------------------------------------------------------
+def clustered(rng, centre, n, noise):
+    return unit(centre + noise * rng.standard_normal((n, centre.shape[0])))
+
+
+def test_two_clusters_end_in_separated_subtrees():
+    rng = np.random.default_rng(1)
+    a, b = unit(rng.standard_normal(16)), unit(rng.standard_normal(16))
+    b = unit(b - (b @ a) * a)  # orthogonal centres
+    X = np.concatenate([clustered(rng, a, 30, 0.05), clustered(rng, b, 30, 0.05)])
+    order = rng.permutation(60)
+    tree = SemanticTree(16, frozen_calibrator(tau_new=0.8, m_max=8), b_max=4, seed=0)
+    for step, i in enumerate(order):
+        tree.insert(f"{'A' if i < 30 else 'B'}{i}", X[i])
+        if step % 10 == 9:
+            tree.maintain()
+    tree.maintain()
+    check_tree(tree, [f"{'A' if i < 30 else 'B'}{i}" for i in range(60)])
+    tops = tree.children[tree.root]
+    assert 2 <= len(tops) <= 4 and all(not tree.is_leaf[t] for t in tops)
+    labels = ["".join(sorted({tree.amu_ids[r][0] for r in rows_under(tree, t)})) for t in tops]
+    assert sorted(set(labels)) == ["A", "B"]  # every top subtree is pure, both clusters present
+    for i, ti in enumerate(tops):
+        for j, tj in enumerate(tops[:i]):
+            cos = float(tree.cent[ti] @ tree.cent[tj])
+            assert (cos > 0.9) if labels[i] == labels[j] else (abs(cos) < 0.2)
+
+
+def test_leaf_above_capacity_splits():
+    rng = np.random.default_rng(2)
+    tree = SemanticTree(8, frozen_calibrator(tau_new=0.1, m_max=10), seed=0)
+    for i, x in enumerate(clustered(rng, unit(rng.standard_normal(8)), 25, 0.02)):
+        tree.insert(f"a{i}", x)
+    assert len(tree.leaves()) == 1 and tree.count[tree.leaves()[0]] == 25
+    report = tree.maintain()
+    sizes = tree.count[tree.leaves()]
+    assert report["splits"] == 1 and len(sizes) == 3 and sizes.max() <= 10 and sizes.sum() == 25
+    check_tree(tree, [f"a{i}" for i in range(25)])
+
+
+def test_low_cohesion_leaf_splits_by_cluster():
+    rng = np.random.default_rng(3)
+    a = unit(rng.standard_normal(8))
+    b = unit(-a + 0.1 * rng.standard_normal(8))
+    X = np.concatenate([clustered(rng, a, 4, 0.02), clustered(rng, b, 4, 0.02)])
+    tree = SemanticTree(8, frozen_calibrator(tau_new=-1.0, tau_coh=0.5, m_max=10), seed=0)
+    for i, x in enumerate(X):
+        tree.insert(f"{'A' if i < 4 else 'B'}{i}", x)
+    assert len(tree.leaves()) == 1
+    tree.maintain()
+    groups = sorted(sorted(tree.amu_ids[r][0] for r in tree.members[n]) for n in tree.leaves())
+    assert groups == [["A"] * 4, ["B"] * 4]
+
+
+def test_near_duplicate_leaves_merge_and_tiny_leaves_join_a_sibling():
+    rng = np.random.default_rng(4)
+    c = unit(rng.standard_normal(8))
+    calib = frozen_calibrator(tau_new=1.01, tau_merge=0.9, m_max=10)  # every insert opens a leaf
+    tree = SemanticTree(8, calib, m_min=1, seed=0)
+    for i, x in enumerate(clustered(rng, c, 4, 0.01)):
+        tree.insert(f"a{i}", x)
+    assert len(tree.leaves()) == 4
+    assert tree.maintain()["merges"] == 3 and len(tree.leaves()) == 1
+    check_tree(tree, [f"a{i}" for i in range(4)])
+    # m_min = 2: a singleton leaf far from the merge threshold still joins its nearest sibling
+    tree2 = SemanticTree(8, frozen_calibrator(tau_new=0.9, tau_merge=0.999, m_max=10), m_min=2, seed=0)
+    far = unit(-c + 0.5 * rng.standard_normal(8))
+    for i, x in enumerate(np.concatenate([clustered(rng, c, 3, 0.01), far[None]])):
+        tree2.insert(f"b{i}", x)
+    assert len(tree2.leaves()) == 2
+    tree2.maintain()
+    assert len(tree2.leaves()) == 1
+
+
+def test_otsu_on_known_bimodal_sample():
+    rng = np.random.default_rng(5)
+    sample = np.concatenate([rng.normal(0.2, 0.1, 500), rng.normal(0.8, 0.1, 500)])
+    t = otsu_threshold(sample)
+    skimage = pytest.importorskip("skimage.filters")
+    assert t == pytest.approx(skimage.threshold_otsu(sample, nbins=256), abs=1e-9)
+    assert 0.4 < t < 0.6
+
+
+def test_thresholds_move_by_ema_only_after_warm_up():
+    rng = np.random.default_rng(6)
+    init = Thresholds(0.4, 0.3, 0.9, 12.0)
+    calib = Calibrator(init, min_obs=64, alpha=0.3, low_pct=10, high_pct=90, m_max_bounds=(6, 24))
+    values = np.concatenate([rng.normal(0.2, 0.05, 40), rng.normal(0.75, 0.05, 40)]).astype(np.float32)
+    calib.observe(values[:63])
+    assert not calib.update([10, 12, 14], step=1)
+    assert calib.current == init and calib.history == []
+    calib.observe(values[63:])
+    assert calib.update([10, 12, 14], step=2)
+    res = values.astype(np.float64)
+    t = otsu_threshold(res)
+    high = res[res > t]
+    low_t, high_t = np.percentile(high, 10), np.percentile(high, 90)
+    m_target = np.clip(1.5 * np.percentile([10, 12, 14], 75), 6, 24)
+    cur = calib.current
+    assert cur.tau_new == pytest.approx(0.7 * 0.4 + 0.3 * low_t)
+    assert cur.tau_coh == pytest.approx(0.7 * 0.3 + 0.3 * min(t, low_t))
+    assert cur.tau_merge == pytest.approx(0.7 * 0.9 + 0.3 * high_t)
+    assert cur.m_max == pytest.approx(0.7 * 12 + 0.3 * m_target)
+    assert len(calib.history) == 1 and calib.history[0]["step"] == 2
+    previous = cur.tau_new
+    assert calib.update([10, 12, 14], step=3)  # same reservoir: moves another EMA step toward the target
+    assert calib.current.tau_new == pytest.approx(0.7 * previous + 0.3 * low_t)
+
+
+def test_reservoir_is_bounded_and_uniformish():
+    calib = Calibrator(Thresholds(0.4, 0.3, 0.9, 12.0), reservoir_size=100)
+    calib.observe(np.zeros(100))
+    calib.observe(np.ones(900))
+    assert calib.reservoir.size == 100 and calib.seen == 1000
+    assert 70 <= int(calib.reservoir.sum()) <= 100  # ~90% of what was seen is ones
+
+
+def test_insertion_opens_leaf_below_tau_new_under_best_parent():
+    rng = np.random.default_rng(7)
+    tree = SemanticTree(8, frozen_calibrator(tau_new=0.9), seed=0)
+    c = unit(rng.standard_normal(8))
+    first = tree.insert("a", c)
+    assert tree.insert("b", unit(c + 0.01 * rng.standard_normal(8))) == first
+    other = tree.insert("c", unit(-c))
+    assert other != first and tree.parent[other] == tree.parent[first]
+    assert tree.pending[tree.root] == 3
+
+
+# --- Time forest -----------------------------------------------------------------------------
+def test_time_forest_levels_midnight_and_week_month_rule():
+    forest = TimeForest(4)
+    v = unit(np.ones(4))
+    t0 = datetime(2023, 10, 1, 23, 50, tzinfo=timezone.utc)  # a Sunday; its Monday is 25 Sep
+    forest.insert("a", v, t0, "s1")
+    forest.insert("b", v, t0 + timedelta(minutes=20), "s1")  # after midnight: same session
+    forest.insert("c", v, datetime(2023, 10, 2, 9, tzinfo=timezone.utc), "s2")
+    assert forest.counts() == {"month": 2, "week": 2, "day": 2, "session": 2}
+    assert forest.path("S:s1") == ["S:s1", "D:2023-10-01", "W:2023-W39", "M:2023-09"]
+    assert forest.path("S:s2") == ["S:s2", "D:2023-10-02", "W:2023-W40", "M:2023-10"]
+    assert forest.nodes["S:s1"].members == ["a", "b"]
+    assert forest.nodes["D:2023-10-01"].end == t0 + timedelta(minutes=20)
+    forest.delete("c")
+    assert forest.counts() == {"month": 1, "week": 1, "day": 1, "session": 1}
+
+
+def test_time_forest_counts_on_locomo_dev(locomo_dev):
+    import json
+
+    from etamem.datasets import read_locomo
+    from etamem.timeparse import parse_timestamp
+
+    raw = {s["sample_id"]: s["conversation"] for s in json.loads(locomo_dev.read_text())}
+    for conv in read_locomo(locomo_dev):
+        forest = TimeForest(4)
+        for i, t in enumerate(conv.turns):
+            forest.insert(f"{t['turn_id']}#{i}", unit(np.ones(4)), parse_timestamp(t["timestamp"]), t["session_id"])
+        # independent expectation straight from the session date strings
+        c = raw[conv.space]
+        starts = [datetime.strptime(c[f"{k}_date_time"], "%I:%M %p on %d %B, %Y")
+                  for k, v in c.items() if k.startswith("session_") and isinstance(v, list)]
+        days = {s.date() for s in starts}
+        mondays = {d - timedelta(days=d.weekday()) for d in days}
+        expected = {"month": len({(m.year, m.month) for m in mondays}), "week": len(mondays),
+                    "day": len(days), "session": len(starts)}
+        assert forest.counts() == expected, conv.space
