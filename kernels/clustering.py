@@ -66,15 +66,21 @@ def spherical_kmeans(vectors: np.ndarray, k: int, *, n_iter: int = 25, seed: int
     return labels, np.ascontiguousarray(centroids[kept], dtype=np.float32)
 
 
-def _update_numpy(x: np.ndarray, labels: np.ndarray, old: np.ndarray) -> np.ndarray:
+def _update_numpy(x: np.ndarray, labels: np.ndarray, old: np.ndarray, x64: np.ndarray | None = None) -> np.ndarray:
     k = old.shape[0]
-    counts = np.bincount(labels, minlength=k)
-    order = np.argsort(labels, kind="stable")
-    nonempty = counts > 0
-    starts = (np.cumsum(counts) - counts)[nonempty]
-    sums = np.zeros(old.shape, np.float64)
-    sums[nonempty] = np.add.reduceat(x[order], starts, axis=0, dtype=np.float64)
-    norms = np.linalg.norm(sums, axis=1)
+    n = x.shape[0]
+    if x64 is not None and k * n <= 1_000_000:  # small problems (tree splits): one-hot product
+        onehot = np.zeros((k, n), np.float64)
+        onehot[labels, np.arange(n)] = 1.0
+        sums = onehot @ x64
+    else:
+        counts = np.bincount(labels, minlength=k)
+        order = np.argsort(labels, kind="stable")
+        nonempty = counts > 0
+        starts = (np.cumsum(counts) - counts)[nonempty]
+        sums = np.zeros(old.shape, np.float64)
+        sums[nonempty] = np.add.reduceat(x[order], starts, axis=0, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
     ok = norms > 1e-12  # empty (or cancelling) clusters keep their previous centroid
     new = old.copy()
     new[ok] = (sums[ok] / norms[ok, None]).astype(np.float32)
@@ -82,15 +88,16 @@ def _update_numpy(x: np.ndarray, labels: np.ndarray, old: np.ndarray) -> np.ndar
 
 
 def _kmeans_numpy(x, centroids, n_iter):
+    x64 = x.astype(np.float64) if x.shape[0] * centroids.shape[0] <= 1_000_000 else None
     labels = np.argmax(x @ centroids.T, axis=1)
     for _ in range(max(int(n_iter), 1)):
-        centroids = _update_numpy(x, labels, centroids)
+        centroids = _update_numpy(x, labels, centroids, x64)
         new = np.argmax(x @ centroids.T, axis=1)
         if np.array_equal(new, labels):
             break
         labels = new
     else:  # not converged: make the centroids the means of the returned labels
-        centroids = _update_numpy(x, labels, centroids)
+        centroids = _update_numpy(x, labels, centroids, x64)
     return labels.astype(np.int64), centroids
 
 

@@ -54,6 +54,8 @@ class SemanticTree:
         self.is_leaf = np.zeros(0, bool)
         self.alive = np.zeros(0, bool)
         self.pending = np.zeros(0, np.int64)
+        self.version = np.zeros(0, np.int64)  # bumped whenever the AMUs below a node change
+        self._leaf_reps: dict[int, tuple[int, list[int]]] = {}  # leaf -> (version, representatives)
         self.children: list[list[int]] = []
         self.members: list[list[int]] = []
         self.summary: list[str | None] = []
@@ -84,7 +86,7 @@ class SemanticTree:
     def _new_node(self, parent: int, *, leaf: bool) -> int:
         nid = self.n_nodes
         self.n_nodes += 1
-        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending"):
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "version"):
             self._grow(name, self.n_nodes)
         self.sums[nid] = 0.0
         self.cent[nid] = 0.0
@@ -107,6 +109,7 @@ class SemanticTree:
         return nid
 
     def _remove_node(self, nid: int) -> None:
+        self._leaf_reps.pop(nid, None)
         p = self.parent[nid]
         if p >= 0 and nid in self.children[p]:
             self.children[p].remove(nid)
@@ -139,6 +142,7 @@ class SemanticTree:
             self.sums[nid] = self.sums[kids].sum(axis=0) if kids else 0.0
             self.count[nid] = int(self.count[kids].sum()) if kids else 0
         self.cent[nid] = _unit(self.sums[nid])
+        self.version[nid] += 1
         self.changed.add(nid)
 
     def path(self, nid: int) -> list[int]:
@@ -151,12 +155,15 @@ class SemanticTree:
 
     def _bump_path(self, leaf: int, vec: np.ndarray, sign: int) -> None:
         path = self.path(leaf)
-        sums = self.sums[path] + (sign * vec).astype(np.float64)
+        sums = self.sums[path]
+        sums += vec if sign > 0 else -vec
         self.sums[path] = sums
         self.count[path] += sign
         self.pending[path] += 1
+        self.version[path] += 1
         self.stats["pending_updates"] += len(path)
-        self.cent[path] = _unit(sums)
+        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+        self.cent[path] = sums / np.maximum(norms, 1e-12)[:, None]
         self.changed.update(path)
 
     # --- queries used by insertion and retrieval --------------------------------------------
@@ -173,29 +180,27 @@ class SemanticTree:
 
         x: (d,) float32 unit. Returns (leaf ids, their cosines) best first; empty if no leaf.
         """
-        frontier = [self.root]
-        sims = np.zeros(1, np.float32)
-        leaf_flag, children = self.leaf_flag, self.children
-        while True:
-            cand: list[int] = []
-            expanded = False
+        leaf_flag, children, cent = self.leaf_flag, self.children, self.cent
+        frontier = children[self.root]
+        while frontier:
+            if len(frontier) > beam:  # score only when there is something to prune
+                sims = cent[frontier] @ x
+                top = (-sims).argpartition(beam - 1)[:beam]
+                frontier = [frontier[i] for i in top]
+            nxt: list[int] = []
+            done = True
             for n in frontier:
                 if leaf_flag[n]:
-                    cand.append(n)
+                    nxt.append(n)
                 else:
-                    cand.extend(children[n])
-                    expanded = True
-            if not cand:
-                return [], np.zeros(0, np.float32)
-            if not expanded:
-                break
-            sims = self.cent[cand] @ x
-            if len(cand) > beam:
-                top = (-sims).argpartition(beam - 1)[:beam]
-                cand, sims = [cand[i] for i in top], sims[top]
-            frontier = cand
-        order = np.argsort(-sims, kind="stable")
-        return [frontier[i] for i in order], sims[order]
+                    nxt.extend(children[n])
+                    done = False
+            if done:
+                sims = cent[frontier] @ x
+                order = (-sims).argsort(kind="stable")
+                return [frontier[i] for i in order], sims[order]
+            frontier = nxt
+        return [], np.zeros(0, np.float32)
 
     # --- insertion and deletion ---------------------------------------------------------------
     def insert(self, amu_id: str, vec: np.ndarray, text: str = "") -> int:
@@ -218,7 +223,7 @@ class SemanticTree:
             leaf = self._new_node(self.root, leaf=True)
             self.stats["new_leaves"] += 1
         else:
-            self.calibrator.observe(sims[:1])
+            self.calibrator.observe_one(float(sims[0]))
             leaf = leaves[0]
             if sims[0] < self.calibrator.current.tau_new:
                 leaf = self._new_node(self.parent[leaf], leaf=True)
@@ -340,6 +345,7 @@ class SemanticTree:
         self.sums[keep] += self.sums[gone]
         self.count[keep] += self.count[gone]
         self.pending[keep] += len(rows)
+        self.version[keep] += 1
         self.cent[keep] = _unit(self.sums[keep])
         self.changed.add(keep)
         self.dirty.add(keep)
@@ -455,7 +461,14 @@ class SemanticTree:
         """Rows nearest the centroid among the members (leaf) or the children's
         representatives (leaf children computed fresh, inner children as last summarised)."""
         if self.is_leaf[nid]:
+            cached = self._leaf_reps.get(nid)
+            if cached is not None and cached[0] == self.version[nid]:
+                return cached[1]
             rows = self.members[nid]
+            sims = self.X[rows] @ self.cent[nid]
+            reps = [rows[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
+            self._leaf_reps[nid] = (int(self.version[nid]), reps)
+            return reps
         else:
             rows = [r for c in self.children[nid]
                     for r in (self._representatives(c) if self.is_leaf[c] else self.reps[c])]
@@ -517,7 +530,7 @@ class SemanticTree:
         tree = cls(state["dim"], calibrator, backend=backend, **state["params"])
         tree.children, tree.members, tree.summary, tree.reps = [], [], [], []
         n = tree.n_nodes = int(state["n_nodes"])
-        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending"):
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "version"):
             arr = getattr(tree, name)
             setattr(tree, name, np.zeros((n,) + arr.shape[1:], arr.dtype))
         tree.parent, tree.leaf_flag = [-1] * n, [False] * n
