@@ -33,7 +33,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["etamem", "etamem.views", "etamem.kernels", "etamem.prompts", "etamem.data"],
+    packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.kernels", "etamem.prompts", "etamem.data"],
     package_dir={"etamem": "etamem", "etamem.kernels": "kernels", "etamem.prompts": "prompts"},
     package_data={"etamem.prompts": ["*.txt"], "etamem.data": ["*.json"]},
     install_requires=BASE,

@@ -38,15 +38,25 @@ def _usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> d
     return out
 
 
+MISSING = ("not mentioned", "don't have that information", "do not have that information", "no information")
+
+
+def says_missing(text: str) -> bool:
+    """True when an answer reports that the memories lack the information."""
+    low = text.lower()
+    return any(m in low for m in MISSING)
+
+
 def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, llm, style: str,
-                   question_date: datetime | None, n_sentences: int = 3) -> Answer:
-    """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns."""
+                   question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "") -> Answer:
+    """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns;
+    `time_summaries` is the Time-view section of the context packet."""
     if llm is None:
         text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)})." for h in hits[:n_sentences])
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
     prompt = render_prompt(
         f"answer_{style}", question=question, memories=format_memories(hits),
-        source_turns=format_source_turns(hits, sources),
+        source_turns=format_source_turns(hits, sources), time_summaries=time_summaries or "(none)",
         question_date=format_date(question_date) if question_date else "unknown",
     )
     before = llm.usage()

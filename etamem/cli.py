@@ -63,8 +63,6 @@ def _print_hits(hits, mem, space) -> None:
 
 # --- demo ---------------------------------------------------------------------------------
 def cmd_demo(args) -> int:
-    from .timeparse import format_date
-
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
     space = doc["space"]
     t0 = time.perf_counter()
@@ -78,22 +76,26 @@ def cmd_demo(args) -> int:
         amus = mem.list(space)
         print(f"Extracted {len(amus)} AMUs with {type(mem.extractor).__name__}; "
               f"affect tagger: {mem.affect_tagger.name}; text encoder: {mem.text_encoder.name}\n")
-        event = [a for a in amus if a.polarity == "neutral"]
-        affect = [a for a in amus if a.polarity != "neutral"]
-        print(f"Event view (neutral AMUs, text embeddings): {len(event)}")
-        for a in event[:args.show]:
-            print(f"  - {a.text}")
-        print(f"Affect view (positive/negative AMUs, affective embeddings): {len(affect)}")
-        for a in affect[:args.show]:
-            print(f"  - [{a.polarity}] {a.text}")
-        print("Time view (month / ISO week / day / session):")
-        for month, in_month in groupby(sorted(amus, key=lambda a: a.timestamp), key=lambda a: a.timestamp.strftime("%Y-%m")):
-            in_month = list(in_month)
-            for session, in_session in groupby(in_month, key=lambda a: a.session_id):
-                a0 = next(in_session)
-                week = a0.timestamp.isocalendar()
-                n = 1 + sum(1 for _ in in_session)
-                print(f"  {month} / W{week.week:02d} / {format_date(a0.timestamp)} / {session}: {n} AMUs")
+        views = mem.views(space)
+        print("What each view holds:")
+        for line in format_view_stats(views.shape()):
+            print(f"  {line}")
+        for name, title in (("event", "Event tree (neutral AMUs, text embeddings)"),
+                            ("affect", "Affect tree (positive/negative AMUs, affective embeddings)")):
+            tree = views.tree(name)
+            print(f"{title}: {tree.active_rows} AMUs in {len(tree.leaves())} leaves")
+            for leaf in tree.leaves()[:args.show]:
+                texts = [tree.texts[r] for r in tree.members[leaf]]
+                more = f" (+{len(texts) - 2} more)" if len(texts) > 2 else ""
+                print(f"  leaf {leaf}: " + " | ".join(texts[:2]) + more)
+        print("Time forest (month / ISO week / day / session):")
+        forest = views.time
+        for month in forest.roots:
+            for week in forest.nodes[month].children:
+                for day in forest.nodes[week].children:
+                    for session in forest.nodes[day].children:
+                        print(f"  {month[2:]} / {week[2:]} / {day[2:]} / {session[2:]}: "
+                              f"{forest.nodes[session].count} AMUs")
         print()
         for q in doc["questions"]:
             ans = mem.answer(q["question"], space=space, now=q["now"], top_k=args.top_k)

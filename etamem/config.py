@@ -77,7 +77,9 @@ class Config:
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
-    fallback_threshold: float = 0.3
+    fallback_threshold: float = 0.3  # best hit score below this adds raw turns (views ("raw",))
+    fallback_turns: int = 5  # raw turns the fallback adds
+    time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
 
     # --- answering -------------------------------------------------------------
     answer_style: str = "locomo"  # "locomo" | "longmemeval"

@@ -20,14 +20,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .answering import compose_answer
 from .config import Config
 from .encoders import make_text_encoder
-from .flat_index import FlatHybridIndex
 from .inputs import normalise_turns, validate_space
 from .store import Store
-from .timeparse import format_date, parse_timestamp
-from .types import AMU, Answer, Hit, Turn
+from .timeparse import parse_timestamp
+from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn
 from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
@@ -57,7 +55,8 @@ class Memory:
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
-        self._indexes: dict[str, tuple[FlatHybridIndex, list[AMU]]] = {}
+        self._indexes: dict = {}  # space -> retrieval.SpaceIndex (derived; rebuilt after changes)
+        self._turn_indexes: dict = {}  # space -> retrieval.TurnIndex over raw turns
         self._views: dict[str, SpaceViews] = {}
         self.extraction_stats = {"turns": 0, "amus": 0, "llm_fallback_turns": 0}
 
@@ -151,6 +150,7 @@ class Memory:
             views = self.views(space)
             report = views.maintain(self._summariser())
             views.save(self.store, space)
+            self._indexes.pop(space, None)
             self.store.mark_sessions_ended(space, session_ids)
             log.debug("space %s: ended sessions %s; maintenance %s", space, session_ids, report)
 
@@ -186,6 +186,8 @@ class Memory:
             new.extend(self._extract_and_store(space, group))
         if new:
             self._indexes.pop(space, None)
+        if pending:
+            self._turn_indexes.pop(space, None)
         return new
 
     def _extract_and_store(self, space: str, turns: list[Turn]) -> list[AMU]:
@@ -265,6 +267,7 @@ class Memory:
         with self._lock:
             space = self._known_space(space)
             self._indexes.pop(space, None)
+            self._turn_indexes.pop(space, None)
             if amu_id is None:
                 n = self.store.count_amus(space)
                 self.store.delete_space(space)
@@ -279,50 +282,132 @@ class Memory:
             return removed
 
     # --- search and answers ----------------------------------------------------------------
-    def _index(self, space: str) -> tuple[FlatHybridIndex, list[AMU]]:
+    def _index(self, space: str):
+        from .retrieval import SpaceIndex
+
         if space not in self._indexes:
+            views = self.views(space)
             amus = self.store.amus(space)
-            vecs = self.store.amu_vectors(space, "text", [a.amu_id for a in amus])
-            if not amus:
-                vecs = np.zeros((0, self.text_encoder.dim), np.float32)
-            bm25_texts = [f"{a.text} {format_date(a.timestamp)}" for a in amus]
-            self._indexes[space] = (FlatHybridIndex(vecs, bm25_texts), amus)
+            ids = [a.amu_id for a in amus]
+            text = self.store.amu_vectors(space, "text", ids) if ids else np.zeros((0, views.event.dim), np.float32)
+            affect = self.store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, views.affect.dim), np.float32)
+            self._indexes[space] = SpaceIndex(views, amus, text, affect)
         return self._indexes[space]
+
+    def _turn_index(self, space: str):
+        from .retrieval import TurnIndex, turn_text
+
+        if space not in self._turn_indexes:
+            turns = self.store.turns(space)
+            vecs = self.text_encoder.encode([turn_text(t) for t in turns]) if turns else np.zeros(
+                (0, self.text_encoder.dim), np.float32)
+            self._turn_indexes[space] = TurnIndex(turns, vecs)
+        return self._turn_indexes[space]
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
                now: datetime | str | None = None) -> list[Hit]:
-        """Best AMUs of the space for the query, best first.
+        """Best AMUs of the space for the query, best first (see `retrieve`)."""
+        return self.retrieve(query, space, top_k=top_k, now=now).hits
 
-        Until the hierarchical views land this is a flat hybrid search, score
-        (1 - beta) * cos + beta * BM25n; each hit's `views` is ("flat",). `now` (the question
-        date) is validated and reserved for temporal queries.
+    def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
+                 now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
+                 routing: str | None = None, fallback: bool = True, trace: bool = False) -> SearchResult:
+        """Entropy-routed hierarchical retrieval with its routing weights (DESIGN §8).
+
+        `top_k` AMUs are shared across `views` by `routing` ("entropy" | "mean", default from
+        the config), found by beam search (width `beam_width`, score (1 - beta) * cos + beta
+        * BM25n), merged and ranked. `now` is the question date for temporal expressions.
+        When the best score is below `fallback_threshold` (or nothing is found) and
+        `fallback` is on, the best raw turns are added as hits with `views == ("raw",)`.
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query: expected a non-empty string, got {query!r}")
         k = self.config.top_k if top_k is None else int(top_k)
         if k < 1:
             raise ValueError(f"top_k: expected >= 1, got {top_k!r}")
-        if now is not None:
-            parse_timestamp(now, self.config.default_timezone)
+        bad = [v for v in views if v not in ("event", "affect", "time")]
+        if bad or not views:
+            raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
+        when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        cfg = self.config
         with self._lock:
             space = self._known_space(space)
             self._process_pending(space)
-            index, amus = self._index(space)
-            qvec = self.text_encoder.encode([query])[0]
-            results = index.search(qvec, query, k, beta=self.config.bm25_weight, pool=self.config.candidate_pool)
-        return [Hit(amu=amus[r.index], score=r.score, views=("flat",), source_turn_ids=amus[r.index].source_turn_ids)
-                for r in results]
+            index = self._index(space)
+            q_text = self.text_encoder.encode([query])[0]
+            q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
+            result = index.search(query, q_text, q_affect, k, beam=cfg.beam_width, beta=cfg.bm25_weight,
+                                  routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=when,
+                                  views=views, time_boost=cfg.time_boost, trace=trace)
+            by_id = {a.amu_id: a for a in index.amus}
+            hits = [Hit(amu=by_id[a], score=s, views=v, source_turn_ids=by_id[a].source_turn_ids)
+                    for a, s, v in result.ranked[:k]]
+            used = False
+            if fallback and (not hits or hits[0].score < cfg.fallback_threshold):
+                hits = self._with_fallback(space, query, q_text, hits, k)
+                used = True
+        window = None if result.window is None else (result.window.start, result.window.end)
+        return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
+                            entropies=result.routing.entropies, window=window, fallback_used=used,
+                            traces=result.traces)
+
+    def _with_fallback(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit], k: int) -> list[Hit]:
+        """Add the best raw turns not already covered by a hit's source turns, merged by score."""
+        covered = {t for h in hits for t in h.source_turn_ids}
+        extra = []
+        for turn, score in self._turn_index(space).search(q_text, query, self.config.fallback_turns,
+                                                          beta=self.config.bm25_weight):
+            if turn.turn_id in covered:
+                continue
+            amu = AMU(amu_id=f"turn:{turn.turn_id}", text=turn.text, speaker=turn.speaker, timestamp=turn.timestamp,
+                      session_id=turn.session_id, source_turn_ids=(turn.turn_id,), space=space)
+            extra.append(Hit(amu=amu, score=score, views=("raw",), source_turn_ids=(turn.turn_id,)))
+        return sorted(hits + extra, key=lambda h: -h.score)[:max(k, len(extra))]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
                top_k: int | None = None) -> Answer:
-        """Answer from memory: an LLM answer grounded in the hits when an LLM is configured,
-        else the best evidence sentences with a note saying no LLM is configured."""
-        hits = self.search(question, space=space, top_k=top_k, now=now)
+        """Answer from memory: an LLM answer grounded in a context packet (evidence AMUs with
+        dates and views, their source turns, Time summaries) when an LLM is configured, else
+        the best evidence sentences with a note saying no LLM is configured. If the LLM says
+        the memories lack the answer, it is asked once more with raw turns added."""
+        from .answering import says_missing
+
         when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        result = self.retrieve(question, space=space, top_k=top_k, now=when)
         with self._lock:
-            sources = {t.turn_id: t for t in self.store.turns(space, turn_ids=sorted({s for h in hits for s in h.source_turn_ids}))}
-            return compose_answer(question, hits, sources, llm=self.llm, style=self.config.answer_style,
-                                  question_date=when, n_sentences=self.config.answer_evidence_sentences)
+            ans = self._compose(question, space, result.hits, when)
+            if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
+                q_text = self.text_encoder.encode([question])[0]
+                hits = self._with_fallback(space, question, q_text, result.hits, len(result.hits))
+                retry = self._compose(question, space, hits, when)
+                cost = {k: StageCost(*(getattr(ans.cost.get(k, StageCost()), f) + getattr(retry.cost.get(k, StageCost()), f)
+                                       for f in ("calls", "cached_calls", "prompt_tokens", "completion_tokens")))
+                        for k in set(ans.cost) | set(retry.cost)}
+                ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
+            return ans
+
+    def _compose(self, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
+        from .answering import compose_answer
+
+        turn_ids = sorted({s for h in hits for s in h.source_turn_ids})
+        sources = {t.turn_id: t for t in self.store.turns(space, turn_ids=turn_ids)}
+        return compose_answer(question, hits, sources, llm=self.llm, style=self.config.answer_style,
+                              question_date=when, n_sentences=self.config.answer_evidence_sentences,
+                              time_summaries=self._time_summaries(space, hits))
+
+    def _time_summaries(self, space: str, hits: list[Hit]) -> str:
+        """Summaries of the day and week nodes the hits' sessions hang under, oldest first."""
+        forest = self.views(space).time
+        keys: list[str] = []
+        for h in sorted(hits, key=lambda h: h.amu.timestamp):
+            node = f"S:{h.amu.session_id}"
+            if node not in forest.nodes:
+                continue
+            for up in forest.path(node)[1:3]:  # day, week
+                if up not in keys:
+                    keys.append(up)
+        lines = [f"{k[2:]}: {forest.nodes[k].summary}" for k in keys if forest.nodes[k].summary]
+        return "\n".join(lines)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:

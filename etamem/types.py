@@ -56,6 +56,21 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class SearchResult:
+    """Hits with how they were found: per-view routing weights, budgets and normalised
+    entropies, the parsed time window (if any), whether the raw-turn fallback was used, and
+    (when asked for) a per-view trace of the beam search."""
+
+    hits: list[Hit]
+    weights: dict[str, float]
+    budgets: dict[str, int]
+    entropies: dict[str, float]
+    window: tuple[datetime, datetime] | None = None
+    fallback_used: bool = False
+    traces: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StageCost:
     """LLM accounting for one stage (extract, summarise, answer, judge)."""
 

@@ -2,7 +2,6 @@
 import json
 import re
 
-import numpy as np
 import pytest
 
 from etamem import Config, Memory
@@ -127,3 +126,42 @@ def test_construction_cost_follows_the_model(minilm, chat_server, tmp_path):
     assert cost["summaries_refresh"] <= cost["pending_updates"] / cfg.summary_delta
     nodes = mem.views("u").time.nodes
     assert all(n.summary == "A summary of the children." for n in nodes.values() if n.level != "session")
+
+
+def test_retrieve_returns_routing_and_views(minilm):
+    mem = memory(minilm)
+    mem.add(turns(), space="u")
+    res = mem.retrieve("Which pet does Ana have?", space="u", top_k=6)
+    assert sum(res.budgets.values()) == 6 and set(res.weights) == {"event", "affect", "time"}
+    assert abs(sum(res.weights.values()) - 1) < 1e-9
+    assert res.hits and all(set(h.views) <= {"event", "affect", "time"} for h in res.hits)
+    assert any("time" in h.views and len(h.views) > 1 for h in res.hits)  # every AMU is also in Time
+    assert res.hits[0].source_turn_ids == ("t0",)
+    mean = mem.retrieve("Which pet does Ana have?", space="u", top_k=6, routing="mean")
+    assert sorted(mean.budgets.values()) == [2, 2, 2]
+    with pytest.raises(ValueError, match="views"):
+        mem.retrieve("x", space="u", views=("event", "mood"))
+
+
+def test_fallback_adds_raw_turns_when_confidence_is_low(minilm):
+    always = Memory(None, Config(fallback_threshold=2.0, fallback_turns=3), text_encoder=CachedEncoder(minilm),
+                    affect_tagger=VaderAffectTagger(minilm))
+    always.add(turns(), space="u")
+    res = always.retrieve("Where does Ben work as a nurse?", space="u", top_k=4)
+    raw = [h for h in res.hits if h.views == ("raw",)]
+    assert res.fallback_used and raw and raw[0].amu.amu_id.startswith("turn:")
+    covered = {t for h in res.hits if h.views != ("raw",) for t in h.source_turn_ids}
+    assert all(h.source_turn_ids[0] not in covered for h in raw)
+    never = Memory(None, Config(fallback_threshold=-2.0), text_encoder=CachedEncoder(minilm),
+                   affect_tagger=VaderAffectTagger(minilm))
+    never.add(turns(), space="u")
+    res = never.retrieve("Where does Ben work as a nurse?", space="u", top_k=4)
+    assert not res.fallback_used and all(h.views != ("raw",) for h in res.hits)
+
+
+def test_temporal_window_favours_amus_in_range(minilm):
+    mem = memory(minilm)
+    mem.add(turns(), space="u")
+    res = mem.retrieve("What happened in June 2023?", space="u", top_k=4, now="2023-07-01")
+    assert res.window is not None and res.window[0].month == 6
+    assert res.hits[0].amu.session_id == "s3"

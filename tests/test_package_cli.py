@@ -86,7 +86,7 @@ def test_cli_demo_runs_offline(capsys, monkeypatch):
     monkeypatch.delenv("ETAMEM_LLM_MODEL", raising=False)
     assert main(["-q", "demo", "--top-k", "5"]) == 0
     out = capsys.readouterr().out
-    assert "Event view" in out and "Affect view" in out and "Time view" in out
+    assert "Event tree" in out and "Affect tree" in out and "Time forest" in out and "tau_new" in out
     assert out.count("Q: ") == 5 and "no LLM is configured" in out
     assert "Pixel" in out  # the cat's name is found among the evidence
 

@@ -432,11 +432,14 @@ class SemanticTree:
         rng = np.random.default_rng(self.seed * 7919 + self.steps)
         leaves = [n for n in sorted(touched) if self.alive[n] and self.is_leaf[n] and self.count[n] >= 2]
         vals: list[np.ndarray] = []
-        if leaves:
-            picks = rng.integers(0, len(leaves), self.pair_samples)
+        # no more samples than distinct pairs exist, so small trees do not end warm-up on repeats
+        n_pairs = int(sum(self.count[n] * (self.count[n] - 1) // 2 for n in leaves))
+        samples = min(self.pair_samples, n_pairs)
+        if samples:
+            picks = rng.integers(0, len(leaves), samples)
             sizes = self.count[[leaves[i] for i in picks]]
-            first = (rng.random(self.pair_samples) * sizes).astype(np.int64)
-            second = (first + 1 + (rng.random(self.pair_samples) * (sizes - 1)).astype(np.int64)) % sizes
+            first = (rng.random(samples) * sizes).astype(np.int64)
+            second = (first + 1 + (rng.random(samples) * (sizes - 1)).astype(np.int64)) % sizes
             a = [self.members[leaves[k]][i] for k, i in zip(picks, first)]
             b = [self.members[leaves[k]][j] for k, j in zip(picks, second)]
             vals.append(np.einsum("ij,ij->i", self.X[a], self.X[b]))

@@ -1,0 +1,101 @@
+"""Hierarchical beam search over one view (DESIGN §8).
+
+Node and AMU score: (1 - beta) * cos + beta * BM25n, where BM25n is BM25 over node texts
+(leaf = its AMU texts, inner node = its summary) or AMU texts, min-max normalised over the
+candidates being compared. Starting from the root's children, each step expands the inner
+nodes of the beam, scores the candidates and keeps the best `beam`; when the beam holds only
+leaves, the AMUs of those leaves are scored and the best `k` returned. With `beam` at least
+the number of leaves nothing is ever pruned, so the result equals exhaustive search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .lexical import LexicalIndex, minmax
+
+
+@dataclass
+class BeamTrace:
+    """What the search looked at: per level the candidates with their scores, and the leaves."""
+
+    levels: list[list[tuple[str, float, float, float]]] = field(default_factory=list)  # (node, score, cos, bm25n)
+    leaves: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Scored:
+    key: str  # AMU id
+    score: float
+    cos: float
+    bm25: float
+
+
+def hybrid(cos: np.ndarray, bm25_raw: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(score, bm25n) with bm25n min-max normalised over these candidates."""
+    bm = minmax(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
+    return (1.0 - beta) * cos + beta * bm, bm
+
+
+@dataclass
+class HierarchyView:
+    """A read-only adapter giving beam search what it needs from a tree or the time forest.
+
+    children(node) -> child keys; is_leaf(key); centroids(keys) -> (n, d); node_row(key) ->
+    row in `node_lex`; members(leaf) -> AMU rows; amu_vectors(rows) -> (n, d); amu_ids(rows).
+    """
+
+    roots: Callable[[], Sequence]
+    children: Callable[[object], Sequence]
+    is_leaf: Callable[[object], bool]
+    centroids: Callable[[Sequence], np.ndarray]
+    node_row: Callable[[object], int]
+    members: Callable[[object], Sequence[int]]
+    amu_vectors: Callable[[Sequence[int]], np.ndarray]
+    amu_ids: Callable[[Sequence[int]], list[str]]
+    node_lex: LexicalIndex
+    amu_lex: LexicalIndex
+    leaf_filter: Callable[[object], bool] | None = None  # e.g. sessions inside a time window
+
+
+def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.ndarray,
+                query_tokens_amus: np.ndarray, *, beam: int, k: int, beta: float,
+                trace: BeamTrace | None = None) -> list[Scored]:
+    """Best `k` AMUs of the view for the query (qvec: (d,) float32 unit), best first."""
+    if k <= 0:
+        return []
+    frontier = [n for n in view.roots() if not (view.is_leaf(n) and view.leaf_filter and not view.leaf_filter(n))]
+    while frontier:
+        cand: list = []
+        for n in frontier:
+            if view.is_leaf(n):
+                cand.append(n)
+            else:
+                cand.extend(c for c in view.children(n)
+                            if not (view.leaf_filter and view.is_leaf(c) and not view.leaf_filter(c)))
+        if not cand:
+            return []
+        cos = view.centroids(cand) @ qvec
+        bm_raw = view.node_lex.scores_for([view.node_row(c) for c in cand], query_tokens_nodes)
+        score, bm = hybrid(cos, bm_raw, beta)
+        order = np.lexsort((np.arange(len(cand)), -score))[:beam]
+        if trace is not None:
+            trace.levels.append([(str(cand[i]), float(score[i]), float(cos[i]), float(bm[i])) for i in order])
+        done = all(view.is_leaf(cand[i]) for i in order)
+        frontier = [cand[i] for i in order]
+        if done:
+            break
+    if not frontier:
+        return []
+    if trace is not None:
+        trace.leaves = [str(n) for n in frontier]
+    rows = [r for leaf in frontier for r in view.members(leaf)]
+    if not rows:
+        return []
+    cos = view.amu_vectors(rows) @ qvec
+    score, bm = hybrid(cos, view.amu_lex.scores_for(rows, query_tokens_amus), beta)
+    ids = view.amu_ids(rows)
+    order = np.lexsort((np.array(ids), -score))[:k]
+    return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order]
