@@ -54,7 +54,7 @@ class Config:
     # --- semantic trees (DESIGN §5-6) --------------------------------------------------
     b_max: int = 8  # max children of a node after maintenance
     m_max_init: int = 12  # leaf capacity before calibration
-    m_max_bounds: tuple = (6, 24)  # calibrated leaf capacity stays inside these bounds
+    m_max_bounds: tuple = (12, 24)  # calibrated leaf capacity stays inside these bounds (low = m_max_init)
     m_min: int = 2  # smaller leaves merge into their most similar sibling
     b_ins: int = 3  # insertion beam width
     tau_new_init: float = 0.35  # warm-up: open a new leaf below this similarity
