@@ -150,20 +150,22 @@ def capacity_assign(similarities: np.ndarray, capacity: int, *, backend: str = "
         raise ValueError(f"k*capacity = {k}*{capacity} < n = {n}: cannot assign every row")
     if np.isnan(s).any():
         raise ValueError("similarities contain NaN")
+    best = np.argmax(s, axis=1)  # ties -> lower cluster, as in the greedy order
+    if np.bincount(best, minlength=k).max() <= capacity:
+        return best.astype(np.int64)  # every row's first pair in the greedy order fits: same result
     rows, cols = np.divmod(np.arange(n * k), k)
     order = np.lexsort((cols, rows, -s.reshape(-1)))
-    labels = np.full(n, -1, np.int64)
-    room = np.full(k, capacity, np.int64)
+    labels = [-1] * n
+    room = [capacity] * k
     left = n
-    for p in order:
-        r, c = rows[p], cols[p]
+    for r, c in zip(rows[order].tolist(), cols[order].tolist()):
         if labels[r] < 0 and room[c] > 0:
             labels[r] = c
             room[c] -= 1
             left -= 1
             if left == 0:
                 break
-    return labels
+    return np.asarray(labels, dtype=np.int64)
 
 
 def balanced_split(vectors: np.ndarray, capacity: int, *, seed: int = 0, min_groups: int = 2,

@@ -9,9 +9,11 @@ from ..types import Turn
 
 
 def turn_text(turn: Turn) -> str:
-    """A turn's searchable content: its text plus a shared photo's caption."""
+    """A turn's searchable content: `speaker: text`, plus a shared photo's caption (turns are
+    first person, so the speaker's name is what links them to questions about people)."""
     caption = turn.extra.get("blip_caption") if turn.extra else None
-    return f"{turn.text} [shared photo: {caption}]" if caption else turn.text
+    text = f"{turn.speaker}: {turn.text}"
+    return f"{text} [shared photo: {caption}]" if caption else text
 
 
 class TurnIndex:

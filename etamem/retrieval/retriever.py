@@ -34,6 +34,11 @@ TIME_WORDS = re.compile(
     re.IGNORECASE)
 
 
+def amu_search_text(amu: AMU) -> str:
+    """What BM25 sees of an AMU: speaker, text and date (the date helps "when" questions)."""
+    return f"{amu.speaker}: {amu.text} {format_date(amu.timestamp)}"
+
+
 def _faiss_flat(vectors: np.ndarray):
     """Exact inner-product FAISS index (on the GPU when faiss-gpu sees one), or None if empty."""
     if vectors.shape[0] == 0:
@@ -90,7 +95,7 @@ class SpaceIndex:
         self.affect_vecs = np.ascontiguousarray(affect_vecs, dtype=np.float32)
         self.times = np.array([a.timestamp.timestamp() for a in amus], dtype=np.float64)
         self.has_time_words = np.array([bool(TIME_WORDS.search(a.text)) for a in amus], dtype=bool)
-        self.amu_lex = LexicalIndex([f"{a.text} {format_date(a.timestamp)}" for a in amus])
+        self.amu_lex = LexicalIndex([amu_search_text(a) for a in amus])
         self.hierarchies: dict[str, HierarchyView] = {}
         self.leaf_keys: dict[str, list] = {}
         self.leaf_index: dict[str, object] = {}

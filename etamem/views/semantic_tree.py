@@ -283,7 +283,8 @@ class SemanticTree:
         """Tiny leaves go to their most similar sibling leaf; redundant sibling leaves merge
         (pairs with at least one leaf touched since the last maintenance)."""
         m_max, tau_merge = self.calibrator.m_max, self.calibrator.current.tau_merge
-        for leaf in [c for c in self.children[p] if self.is_leaf[c] and self.count[c] < self.m_min]:
+        count, leaf_flag = self.count, self.leaf_flag
+        for leaf in [c for c in self.children[p] if leaf_flag[c] and count[c] < self.m_min]:
             if not self.alive[leaf] or self.count[leaf] >= self.m_min:
                 continue  # absorbed or grown meanwhile
             sibs = [c for c in self.children[p] if self.leaf_flag[c] and c != leaf]
