@@ -78,7 +78,9 @@ class Config:
     routing_temperature: float = 0.05
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
     fallback_threshold: float = 0.3  # best hit score below this adds raw turns (views ("raw",))
-    fallback_turns: int = 5  # raw turns the fallback adds
+    fallback_turns: int = 5  # raw turns the fallback brings in
+    fallback_fusion: str = "score"  # "score": add uncovered turns by score | "rrf": reciprocal-rank fusion
+    rrf_k: int = 10  # reciprocal-rank fusion constant
     time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
 
     # --- answering -------------------------------------------------------------
@@ -112,6 +114,7 @@ class Config:
             "extraction_style": ("locomo", "longmemeval"),
             "answer_style": ("locomo", "longmemeval"),
             "routing": ("entropy", "mean"),
+            "fallback_fusion": ("score", "rrf"),
             "device": ("auto", "cpu", "cuda"),
         }
         for name, allowed in choices.items():

@@ -352,16 +352,27 @@ class Memory:
                             traces=result.traces)
 
     def _with_fallback(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit], k: int) -> list[Hit]:
-        """Add the best raw turns not already covered by a hit's source turns, merged by score."""
-        covered = {t for h in hits for t in h.source_turn_ids}
-        extra = []
-        for turn, score in self._turn_index(space).search(q_text, query, self.config.fallback_turns,
-                                                          beta=self.config.bm25_weight):
-            if turn.turn_id in covered:
-                continue
+        """Bring in the best raw turns: fused with the hits by reciprocal rank
+        (`fallback_fusion="rrf"`: a turn already covered by a hit strengthens that hit) or
+        merged by score (`"score"`: only uncovered turns are added)."""
+        from .retrieval import rrf_fuse
+
+        cfg = self.config
+        found = self._turn_index(space).search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
+        by_id = {turn.turn_id: (turn, score) for turn, score in found}
+
+        def raw_hit(turn, score: float) -> Hit:
             amu = AMU(amu_id=f"turn:{turn.turn_id}", text=turn.text, speaker=turn.speaker, timestamp=turn.timestamp,
                       session_id=turn.session_id, source_turn_ids=(turn.turn_id,), space=space)
-            extra.append(Hit(amu=amu, score=score, views=("raw",), source_turn_ids=(turn.turn_id,)))
+            return Hit(amu=amu, score=score, views=("raw",), source_turn_ids=(turn.turn_id,))
+
+        if cfg.fallback_fusion == "rrf":
+            fused = rrf_fuse([h.source_turn_ids for h in hits], [t.turn_id for t, _ in found], cfg.rrf_k)
+            out = [Hit(hits[key].amu, score, hits[key].views, hits[key].source_turn_ids) if isinstance(key, int)
+                   else raw_hit(by_id[key][0], score) for key, score in fused]
+            return out[:max(k, len(hits))]
+        covered = {t for h in hits for t in h.source_turn_ids}
+        extra = [raw_hit(turn, score) for turn, score in found if turn.turn_id not in covered]
         return sorted(hits + extra, key=lambda h: -h.score)[:max(k, len(extra))]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,

@@ -2,27 +2,14 @@ import numpy as np
 import pytest
 
 from etamem.kernels import cosine_topk, max_normalise, resolve_backend
-
-
-def _unit(rng, n, d):
-    x = rng.standard_normal((n, d)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+from helpers import BACKENDS
+from helpers import random_unit as _unit
 
 
 def _brute(q, x, k):
     sims = q @ x.T
     idx = np.array([sorted(range(x.shape[0]), key=lambda j: (-sims[i, j], j))[:k] for i in range(q.shape[0])])
     return np.take_along_axis(sims, idx, axis=1), idx
-
-
-BACKENDS = ["numpy", "torch"]
-try:
-    import torch
-
-    if torch.cuda.is_available():
-        BACKENDS.append("torch-cuda")
-except ImportError:  # pragma: no cover
-    BACKENDS.remove("torch")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -12,21 +12,12 @@ from skimage.filters import threshold_otsu
 from etamem.kernels import (balanced_split, capacity_assign, cohesion, ema, otsu_threshold,
                             softmax_entropy, spherical_kmeans)
 
-BACKENDS = ["numpy", "torch"]
-try:
-    import torch
-
-    if torch.cuda.is_available():
-        BACKENDS.append("torch-cuda")
-except ImportError:  # pragma: no cover
-    BACKENDS.remove("torch")
+from helpers import BACKENDS
 
 ALL_BACKENDS = BACKENDS + ["auto"]
 
 
-def _unit(rng, n, d):
-    x = rng.standard_normal((n, d)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+from helpers import random_unit as _unit  # noqa: E402
 
 
 def _blobs(rng, sizes, d=16, spread=0.05):

@@ -7,14 +7,12 @@ import pytest
 from etamem.config import Config
 from etamem.retrieval import LexicalIndex, SpaceIndex, beam_search, largest_remainder, minmax, route
 from etamem.types import AMU
+from helpers import unit
 from etamem.views import SpaceViews
 
 WORDS = "cat dog hiking paris job nurse sister exam music guitar lake boat coffee garden".split()
 
 
-def unit(x):
-    x = np.asarray(x, np.float64)
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
 # --- routing --------------------------------------------------------------------------------
@@ -173,3 +171,17 @@ def test_search_merges_views_and_reports_routing():
         assert set(found_in) == {v for v, ks in by_view.items() if key in ks}
     only_event = index.search("cat", q, q, 10, beam=10, beta=0.1, views=("event",))
     assert all(v == ("event",) for _, _, v in only_event.ranked)
+
+
+def test_rrf_fuse_hand_computed():
+    from etamem.retrieval import rrf_fuse
+
+    hits = [("t1",), ("t2", "t3"), ("t4",)]
+    turns = ["t3", "t9", "t1"]
+    fused = dict(rrf_fuse(hits, turns, k=10))
+    assert fused[0] == pytest.approx(1 / 11 + 1 / 13)  # hit t1, plus raw t1 at rank 3
+    assert fused[1] == pytest.approx(1 / 12 + 1 / 11)  # hit t2/t3, plus raw t3 at rank 1
+    assert fused[2] == pytest.approx(1 / 13)
+    assert fused["t9"] == pytest.approx(1 / 12)  # uncovered raw turn is an entry of its own
+    order = [key for key, _ in rrf_fuse(hits, turns, k=10)]
+    assert order == [1, 0, "t9", 2]  # 0.1742, 0.1678, 0.0833, 0.0769

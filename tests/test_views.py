@@ -11,12 +11,10 @@ from etamem.config import Config
 from etamem.kernels import otsu_threshold
 from etamem.store import Store
 from etamem.types import AMU
+from helpers import unit
 from etamem.views import Calibrator, SemanticTree, SpaceViews, Thresholds, TimeForest, route
 
 
-def unit(x):
-    x = np.asarray(x, np.float64)
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
 def frozen_calibrator(tau_new=0.5, tau_coh=0.2, tau_merge=0.97, m_max=10):
