@@ -8,6 +8,7 @@ from setuptools import setup
 
 BASE = [
     "numpy>=1.24",
+    "scipy>=1.10",           # sparse BM25 score matrices
     "torch>=2.1",            # install the CPU wheel first: pip install torch==2.13.0
     "transformers>=4.40",
     "sentence-transformers>=3.0",
