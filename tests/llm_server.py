@@ -22,6 +22,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 PATHS = ("/v1/chat/completions", "/chat/completions")
+EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
+EMBEDDING_DIM = 16
+
+
+def embed_text(text: str) -> list[float]:
+    """Deterministic text-dependent embedding (hashed bag of words, unnormalised)."""
+    import hashlib
+
+    vec = [0.0] * EMBEDDING_DIM
+    for word in text.lower().split():
+        h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+        vec[h % EMBEDDING_DIM] += 1.0
+    vec[-1] += 0.01
+    return vec
 
 
 @dataclass
@@ -105,7 +119,19 @@ class ChatServer:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server API
-                if self.path.split("?")[0].rstrip("/") not in PATHS:
+                route = self.path.split("?")[0].rstrip("/")
+                if route in EMBEDDING_PATHS:
+                    request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                    server.requests.append(request)
+                    inputs = request.get("input") or []
+                    inputs = [inputs] if isinstance(inputs, str) else inputs
+                    self._send(200, {"object": "list", "model": request.get("model", "unknown"),
+                                     "data": [{"object": "embedding", "index": i, "embedding": embed_text(t)}
+                                              for i, t in reversed(list(enumerate(inputs)))],
+                                     "usage": {"prompt_tokens": sum(map(count_words, inputs)),
+                                               "total_tokens": sum(map(count_words, inputs))}})
+                    return
+                if route not in PATHS:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 length = int(self.headers.get("Content-Length") or 0)

@@ -82,3 +82,22 @@ def test_store_format_version_is_checked(tmp_path):
 def test_store_uses_wal(tmp_path):
     s = Store(tmp_path / "m.sqlite")
     assert s._query("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_openai_embeddings_endpoint_through_the_real_client(chat_server):
+    from llm_server import embed_text
+
+    from etamem.config import Config
+    from etamem.encoders import make_text_encoder
+
+    cfg = Config(text_encoder="openai:test-emb", llm_base_url=chat_server.base_url, llm_api_key="k",
+                 embedding_batch_size=2)
+    enc = make_text_encoder(cfg)
+    assert enc.name == "openai:test-emb" and enc.dim == 16 and len(chat_server.requests) == 1  # dimension probe
+    texts = ["red apple pie", "green pear", "red apple pie", "blue plum tart"]
+    vecs = enc.encode(texts)
+    expected = np.array([embed_text(t) for t in texts], np.float32)
+    np.testing.assert_allclose(vecs, expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-6)
+    assert len(chat_server.requests) == 1 + 2  # 3 distinct texts in batches of 2
+    enc.encode(["green pear"])
+    assert len(chat_server.requests) == 3  # served from the cache
