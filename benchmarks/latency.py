@@ -50,7 +50,7 @@ def percentiles(ms: list[float]) -> dict:
 
 def run_child(n: int, args) -> dict:
     from etamem.config import Config
-    from etamem.flat_index import FlatHybridIndex
+    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.retrieval import SpaceIndex
     from etamem.types import AMU
     from etamem.views import SpaceViews

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from etamem import Memory
     from etamem.datasets import read_locomo
-    from etamem.flat_index import FlatHybridIndex
+    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.retrieval import LexicalIndex, amu_search_text, turn_text
     from etamem.timeparse import format_date, parse_timestamp
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from etamem.encoders import CachedEncoder, text_hash
-from etamem.flat_index import FlatHybridIndex
+from etamem.retrieval.flat import FlatHybridIndex
 from etamem.store import Store
 
 

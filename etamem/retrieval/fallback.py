@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..flat_index import FlatHybridIndex
 from ..timeparse import format_date
 from ..types import Turn
+from .flat import FlatHybridIndex
 
 
 def turn_text(turn: Turn) -> str:

@@ -20,6 +20,7 @@ from ..timeparse import format_date
 from ..types import AMU
 from ..views import SpaceViews
 from .beam import BeamTrace, HierarchyView, Scored, beam_search, hybrid
+from .flat import import_faiss
 from .lexical import LexicalIndex, minmax
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
@@ -43,10 +44,7 @@ def _faiss_flat(vectors: np.ndarray):
     """Exact inner-product FAISS index (on the GPU when faiss-gpu sees one), or None if empty."""
     if vectors.shape[0] == 0:
         return None
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ImportError("FAISS is required for search: pip install 'etamem[cpu]' (or 'etamem[gpu]')") from exc
+    faiss = import_faiss()
     index = faiss.IndexFlatIP(vectors.shape[1])
     if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:  # pragma: no cover - no GPU here
         index = faiss.index_cpu_to_all_gpus(index)

@@ -1,9 +1,9 @@
-"""Flat hybrid index over the AMUs of one space: FAISS inner product + bm25s.
+"""Flat hybrid index over a fixed set of rows (AMUs or raw turns): FAISS inner product + BM25.
 
 Score = (1 - beta) * cos + beta * BM25n, where BM25n is BM25 divided by the best BM25 score
-of the query in this space. Candidates are the union of the FAISS top `pool` and the BM25
-top `pool`; each candidate gets both scores exactly. This is the baseline search that the
-hierarchical retrieval will replace (and be benchmarked against).
+of the query over all rows. Candidates are the union of the FAISS top `pool` and the BM25
+top `pool`; each candidate gets both scores exactly. Used by the raw-turn fallback and as
+the flat baselines the hierarchical retrieval is benchmarked against.
 """
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import max_normalise
+from ..kernels import max_normalise
+from .lexical import LexicalIndex
 
 
-def _import_faiss():
+def import_faiss():
+    """The faiss module, or an ImportError naming the extra to install."""
     try:
         import faiss
     except ImportError as exc:
@@ -22,13 +24,6 @@ def _import_faiss():
             "FAISS is required for search: pip install 'etamem[cpu]' (faiss-cpu) or 'etamem[gpu]' (faiss-gpu)"
         ) from exc
     return faiss
-
-
-def bm25_tokenize(texts: list[str]) -> list[list[str]]:
-    """Lower-cased word tokens with English stopwords removed (bm25s's tokenizer)."""
-    import bm25s
-
-    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
 
 
 @dataclass(frozen=True)
@@ -46,30 +41,20 @@ class FlatHybridIndex:
     """
 
     def __init__(self, vectors: np.ndarray, bm25_texts: list[str]):
-        import bm25s
-
-        faiss = _import_faiss()
+        faiss = import_faiss()
         self.n = len(bm25_texts)
         if vectors.shape[0] != self.n:
             raise ValueError("vectors and bm25_texts must have the same length")
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self._dense = None
-        self._bm25 = None
         if self.n:
             self._dense = faiss.IndexFlatIP(self.vectors.shape[1])
             self._dense.add(self.vectors)
-            self._bm25 = bm25s.BM25()
-            corpus_tokens = bm25s.tokenize(bm25_texts, stopwords="en", show_progress=False)
-            self._bm25.index(corpus_tokens, show_progress=False)
+        self._bm25 = LexicalIndex(bm25_texts)
 
     def bm25_scores(self, query_text: str) -> np.ndarray:
         """Raw BM25 score of every row for the query: (n,) float32."""
-        if not self.n:
-            return np.zeros(0, np.float32)
-        tokens = bm25_tokenize([query_text])[0]
-        if not tokens:
-            return np.zeros(self.n, np.float32)
-        return np.asarray(self._bm25.get_scores(tokens), dtype=np.float32)
+        return self._bm25.scores_all(query_text)
 
     def search(self, query_vec: np.ndarray, query_text: str, k: int, *, beta: float = 0.1,
                pool: int = 200) -> list[FlatResult]:
