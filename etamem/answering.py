@@ -28,14 +28,8 @@ def format_source_turns(hits: list[Hit], sources: dict[str, Turn]) -> str:
 
 
 def _usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, StageCost]:
-    out = {}
-    for stage, cost in after.items():
-        b = before.get(stage, StageCost())
-        delta = StageCost(cost.calls - b.calls, cost.cached_calls - b.cached_calls,
-                          cost.prompt_tokens - b.prompt_tokens, cost.completion_tokens - b.completion_tokens)
-        if delta != StageCost():
-            out[stage] = delta
-    return out
+    deltas = {stage: cost - before.get(stage, StageCost()) for stage, cost in after.items()}
+    return {stage: d for stage, d in deltas.items() if d != StageCost()}
 
 
 MISSING = ("not mentioned", "don't have that information", "do not have that information", "no information")

@@ -175,13 +175,9 @@ class LLMClient:
 
     def _account(self, stage: str, *, cached: bool, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         with self._usage_lock:
-            c = self._usage.get(stage, StageCost())
-            self._usage[stage] = StageCost(
-                calls=c.calls + (0 if cached else 1),
-                cached_calls=c.cached_calls + (1 if cached else 0),
-                prompt_tokens=c.prompt_tokens + prompt_tokens,
-                completion_tokens=c.completion_tokens + completion_tokens,
-            )
+            self._usage[stage] = self._usage.get(stage, StageCost()) + StageCost(
+                calls=0 if cached else 1, cached_calls=1 if cached else 0,
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
     # --- completion -------------------------------------------------------------------
     def cache_key(self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict) -> str:

@@ -58,7 +58,7 @@ class Memory:
         self._indexes: dict = {}  # space -> retrieval.SpaceIndex (derived; rebuilt after changes)
         self._turn_indexes: dict = {}  # space -> retrieval.TurnIndex over raw turns
         self._views: dict[str, SpaceViews] = {}
-        self.extraction_stats = {"turns": 0, "amus": 0, "llm_fallback_turns": 0}
+        self.extraction_stats = {"turns": 0, "amus": 0}  # LLM fallbacks: LLMExtractor.stats
 
     # --- lazily built components ----------------------------------------------------------
     @property
@@ -391,8 +391,7 @@ class Memory:
                 q_text = self.text_encoder.encode([question])[0]
                 hits = self._with_fallback(space, question, q_text, result.hits, len(result.hits))
                 retry = self._compose(question, space, hits, when)
-                cost = {k: StageCost(*(getattr(ans.cost.get(k, StageCost()), f) + getattr(retry.cost.get(k, StageCost()), f)
-                                       for f in ("calls", "cached_calls", "prompt_tokens", "completion_tokens")))
+                cost = {k: ans.cost.get(k, StageCost()) + retry.cost.get(k, StageCost())
                         for k in set(ans.cost) | set(retry.cost)}
                 ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
             return ans

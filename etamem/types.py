@@ -79,6 +79,14 @@ class StageCost:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def __add__(self, other: "StageCost") -> "StageCost":
+        return StageCost(self.calls + other.calls, self.cached_calls + other.cached_calls,
+                         self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    def __sub__(self, other: "StageCost") -> "StageCost":
+        return StageCost(self.calls - other.calls, self.cached_calls - other.cached_calls,
+                         self.prompt_tokens - other.prompt_tokens, self.completion_tokens - other.completion_tokens)
+
 
 @dataclass(frozen=True)
 class Answer:

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..extraction import turn_text as content_text
 from ..timeparse import format_date
 from ..types import Turn
 from .flat import FlatHybridIndex
 
 
 def turn_text(turn: Turn) -> str:
-    """A turn's searchable content: `speaker: text`, plus a shared photo's caption (turns are
-    first person, so the speaker's name is what links them to questions about people)."""
-    caption = turn.extra.get("blip_caption") if turn.extra else None
-    text = f"{turn.speaker}: {turn.text}"
-    return f"{text} [shared photo: {caption}]" if caption else text
+    """A turn's searchable content: `speaker: ` + the text with any photo caption, as the
+    extractor sees it (turns are first person, so the speaker's name is what links them to
+    questions about people)."""
+    return f"{turn.speaker}: {content_text(turn)}"
 
 
 class TurnIndex:
