@@ -199,7 +199,7 @@ class RuleExtractor:
 
 
 # --- LLM extraction -----------------------------------------------------------------------
-def format_date(ts: Any) -> str:
+def prompt_datetime(ts: Any) -> str:
     """Readable date for prompts, e.g. 'Monday, 8 May 2023, 13:56 UTC'."""
     if ts is None:
         return "unknown"
@@ -268,7 +268,7 @@ class LLMExtractor:
             self.prompt_name,
             speaker=speaker_name(turn.speaker),
             text=turn_text(turn),
-            date=format_date(turn.timestamp),
+            date=prompt_datetime(turn.timestamp),
             context=ctx,
         )
         return [{"role": "user", "content": prompt}]
