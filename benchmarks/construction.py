@@ -63,8 +63,8 @@ def run_child(n: int, args) -> dict:
     X = generate(n, args.dim, args.cluster_size, args.noise, args.seed)
     gen_s, data_mb = time.perf_counter() - t0, peak_mb()
 
-    c = Config()
-    tree = SemanticTree(args.dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
+    c = Config.from_dict({k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)})
+    tree = SemanticTree(args.dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins, b_ins_retry=c.b_ins_retry,
                         summary_delta=c.summary_delta, summary_reps=c.summary_reps,
                         pair_samples=c.calibration_pair_samples, seed=c.seed)
     t_ins = t_maint = 0.0
@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--noise", type=float, default=0.6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write all results to this JSON file")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="Config override for the tree (JSON value), e.g. --set b_ins_retry=0")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
 
     command = "python -m benchmarks.construction " + " ".join(sys.argv[1:] if argv is None else argv)
     common = ["--dim", str(args.dim), "--session", str(args.session), "--cluster-size", str(args.cluster_size),
-              "--noise", str(args.noise), "--seed", str(args.seed)]
+              "--noise", str(args.noise), "--seed", str(args.seed), *(a for kv in args.set for a in ("--set", kv))]
     rows, t_start = [], time.perf_counter()
     for n in sorted(args.sizes):
         print(f"size {n:,}: starting a fresh subprocess", file=sys.stderr, flush=True)
