@@ -76,6 +76,8 @@ class Config:
     bm25_weight: float = 0.1  # beta in (1 - beta) * cos + beta * BM25n
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
+    routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
+    routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
     # raw-turn fallback (DESIGN §8): used when retrieval confidence is low. "score": confidence =
     # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
@@ -135,7 +137,7 @@ class Config:
         if self.b_max < 2:
             raise ValueError("config b_max must be >= 2")
         for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",
-                     "fallback_turns", "fallback_agreement_k",
+                     "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
                      "summary_delta", "calibration_reservoir"):
             if getattr(self, name) < 1:
                 raise ValueError(f"config {name} must be >= 1")

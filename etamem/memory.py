@@ -291,7 +291,7 @@ class Memory:
             ids = [a.amu_id for a in amus]
             text = self.store.amu_vectors(space, "text", ids) if ids else np.zeros((0, views.event.dim), np.float32)
             affect = self.store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, views.affect.dim), np.float32)
-            self._indexes[space] = SpaceIndex(views, amus, text, affect)
+            self._indexes[space] = SpaceIndex(views, amus, text, affect, exact_max=self.config.routing_exact_max)
         return self._indexes[space]
 
     def _turn_index(self, space: str):
@@ -340,7 +340,8 @@ class Memory:
             q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
             result = index.search(query, q_text, q_affect, k, beam=cfg.beam_width, beta=cfg.bm25_weight,
                                   routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=when,
-                                  views=views, time_boost=cfg.time_boost, trace=trace)
+                                  views=views, time_boost=cfg.time_boost,
+                                  routing_candidates=cfg.routing_candidates, trace=trace)
             by_id = {a.amu_id: a for a in index.amus}
             hits = [Hit(amu=by_id[a], score=s, views=v, source_turn_ids=by_id[a].source_turn_ids)
                     for a, s, v in result.ranked[:k]]
