@@ -22,13 +22,19 @@ def _rich():
     return box, Group, Table, Text, Tree
 
 
+def _line(text: str = "", style: str | None = None):
+    """One terminal line: cut with an ellipsis at the console width instead of wrapping."""
+    _, _, _, Text, _ = _rich()
+    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
+
+
 def _date(iso: str | None) -> str:
     return (iso or "")[:10]
 
 
 def _node_label(node: NodeInfo, width: int):
     _, _, _, Text, _ = _rich()
-    t = Text()
+    t = Text(no_wrap=True, overflow="ellipsis")
     if node.kind == "forest":
         t.append("Time forest", style="bold")
     elif node.view == "time":
@@ -61,13 +67,13 @@ def render_tree(node: NodeInfo, max_members: int = 3, width: int = 100):
         for c in n.children:
             add(branch, c)
         for a in n.members[:max_members]:
-            line = Text()
+            line = _line()
             line.append(f"{_date(a.timestamp)} ", style="dim")
             line.append(f"{a.polarity[:3]} ", style={"positive": "green", "negative": "red"}.get(a.polarity, "dim"))
             line.append(_snippet(f"{a.speaker}: {a.text}", width))
             branch.add(line)
         if len(n.members) > max_members:
-            branch.add(Text(f"(+{len(n.members) - max_members} more AMUs)", style="dim"))
+            branch.add(_line(f"(+{len(n.members) - max_members} more AMUs)", style="dim"))
 
     title = {"event": "Event tree", "affect": "Affect tree", "time": "Time forest"}[node.view]
     root = Tree(Text(f"{title} ", style="bold underline") + _node_label(node, width))
@@ -143,32 +149,35 @@ def render_trace(tr: QueryTrace, max_candidates: int = 5, width: int = 80):
                         str(len(v.levels)), str(len(v.found)))
     beams = Tree(Text("Beam search", style="bold"))
     for name, v in tr.views.items():
-        branch = beams.add(Text(f"{name} (budget {v.budget})", style="bold"))
+        branch = beams.add(_line(f"{name} (budget {v.budget})", style="bold"))
         if not v.levels:
-            branch.add(Text("not searched (budget 0 or empty view)", style="dim"))
+            branch.add(_line("not searched (budget 0 or empty view)", style="dim"))
         for i, level in enumerate(v.levels):
-            lv = branch.add(Text(f"level {i + 1}: {len(level)} kept", style="cyan"))
+            lv = branch.add(_line(f"level {i + 1}: {len(level)} kept", style="cyan"))
             for c in level[:max_candidates]:
-                lv.add(Text(f"{c.kind} {c.node_id} ({c.count}) score {c.score:.3f} = cos {c.cos:.3f} / "
+                lv.add(_line(f"{c.kind} {c.node_id} ({c.count}) score {c.score:.3f} = cos {c.cos:.3f} / "
                             f"bm25n {c.bm25n:.2f}  {_snippet(c.label, width - 40)}"))
             if len(level) > max_candidates:
-                lv.add(Text(f"(+{len(level) - max_candidates} more)", style="dim"))
+                lv.add(_line(f"(+{len(level) - max_candidates} more)", style="dim"))
     hits = Tree(Text(f"Hits ({len(tr.hits)})", style="bold"))
     for h in tr.hits:
-        node = hits.add(Text(f"{h.rank:2d}. [{h.score:.3f}] {'+'.join(h.views)} {_date(h.amu.timestamp)} "
+        node = hits.add(_line(f"{h.rank:2d}. [{h.score:.3f}] {'+'.join(h.views)} {_date(h.amu.timestamp)} "
                              f"{_snippet(h.amu.text, width)}"))
         for t in h.source_turns:
-            node.add(Text(f"<- {t.turn_id} {t.speaker}: {_snippet(t.text, width)}", style="dim"))
+            node.add(_line(f"<- {t.turn_id} {t.speaker}: {_snippet(t.text, width)}", style="dim"))
     return Group(head, info, routing, beams, hits)
 
 
 def render_paths(p: AMUPath, width: int = 80):
     _, Group, _, Text, Tree = _rich()
-    root = Tree(Text(f"{p.amu.amu_id} ({p.amu.polarity}, {_date(p.amu.timestamp)}): {_snippet(p.amu.text, width)}",
+    root = Tree(_line(f"{p.amu.amu_id} ({p.amu.polarity}, {_date(p.amu.timestamp)}): {_snippet(p.amu.text, width)}",
                      style="bold"))
     for view, steps in p.paths.items():
         if steps is None:
-            root.add(Text(f"{view}: not in this view", style="dim"))
+            root.add(_line(f"{view}: not in this view", style="dim"))
             continue
-        root.add(Text(f"{view}: " + " → ".join(f"{s.kind} {s.node_id} ({s.count})" for s in steps)))
+        branch = root.add(_line(f"{view}", style="bold"))
+        for s in steps:  # root first, one line per node, nested
+            branch = branch.add(_line(f"{s.kind} {s.node_id} ({s.count} AMUs)"
+                                      + (f"  {_snippet(s.summary, width)}" if s.summary else "")))
     return root

@@ -2,7 +2,8 @@
 
 `write_html(path, stats, views)` embeds the data as JSON and renders the three views as
 collapsible trees with a node-details panel; it needs no network (inline CSS/JS only). Every
-tree node becomes an `li.node` element, every AMU under a leaf an `li.amu` element.
+tree node becomes an `li.node` element, every AMU under a leaf an `li.amu` element. URL options: `#open=2` opens two levels,
+`&node=event:22` shows that node's details.
 `write_plots(out_dir, stats, views, proj)` writes tree_shapes.png, leaf_sizes.png,
 thresholds.png and projection.png. `write_all(mem, space, out_dir)` does both.
 """
@@ -12,6 +13,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from .inspect import VIEWS, NodeInfo, Projection, SpaceStats, projection, space_stats, subtree
 
@@ -25,6 +28,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -96,7 +100,11 @@ function show(n,label){
       li.appendChild(document.createTextNode(a.timestamp.slice(0,10)+" "+a.speaker+": "+a.text+" ["+a.amu_id+" ← "+a.source_turn_ids.join(", ")+"]"));
       ul.appendChild(li);});details.appendChild(ul);}
 }
-function build(n,open){
+var opts={};location.hash.replace(/^#/,"").split("&").forEach(function(kv){var i=kv.indexOf("=");
+  if(i>0)opts[kv.slice(0,i)]=decodeURIComponent(kv.slice(i+1));});
+var openLevels=opts.open?parseInt(opts.open,10):1,labels={};
+function build(n,level){
+  var open=level<openLevels;
   var li=el("li","node"+(open?"":" collapsed"));li.dataset.nodeId=n.node_id;li.dataset.kind=n.kind;
   var label=el("span","label");var has=n.children.length||n.members.length;
   label.appendChild(el("span","tw",has?(open?"▾":"▸"):"·"));
@@ -106,7 +114,8 @@ function build(n,open){
   label.addEventListener("click",function(ev){ev.stopPropagation();
     if(has){li.classList.toggle("collapsed");label.firstChild.textContent=li.classList.contains("collapsed")?"▸":"▾";}
     show(n,label);});
-  if(has){var ul=el("ul");n.children.forEach(function(c){ul.appendChild(build(c,false));});
+  labels[n.view+":"+n.node_id]=[n,label];
+  if(has){var ul=el("ul");n.children.forEach(function(c){ul.appendChild(build(c,level+1));});
     n.members.forEach(function(a){var m=el("li","amu");m.title=a.text;m.appendChild(el("span","p-"+a.polarity,"● "));
       m.appendChild(document.createTextNode(a.text));ul.appendChild(m);});li.appendChild(ul);}
   return li;
@@ -120,10 +129,11 @@ data.order.forEach(function(v){
     (v==="time"?" sessions":" leaves")+", depth "+st.depth));
   var bar=el("div","toolbar"),b1=el("button",null,"expand all"),b2=el("button",null,"collapse all");
   bar.appendChild(b1);bar.appendChild(b2);sec.appendChild(bar);
-  var ul=el("ul","tree");ul.appendChild(build(data.views[v],true));sec.appendChild(ul);
+  var ul=el("ul","tree");ul.appendChild(build(data.views[v],0));sec.appendChild(ul);
   b1.addEventListener("click",function(){setAll(sec,false);});b2.addEventListener("click",function(){setAll(sec,true);});
   document.getElementById("views").appendChild(sec);
 });
+if(opts.node&&labels[opts.node])show(labels[opts.node][0],labels[opts.node][1]);
 document.body.dataset.rendered=String(document.querySelectorAll("li.node").length);
 })();
 </script></body></html>
@@ -204,12 +214,18 @@ def plot_tree_shapes(path, views: dict[str, NodeInfo], stats: SpaceStats) -> Pat
 
 def plot_leaf_sizes(path, stats: SpaceStats) -> Path:
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), dpi=90)
     for ax, name in zip(axes, VIEWS):
         v = stats.views[name]
         if v.leaf_size_hist:
             ks, cs = zip(*v.leaf_size_hist)
-            ax.bar(ks, cs, color=VIEW_COLOURS[name], width=0.8)
+            width = max(1, (max(ks) - min(ks) + 1) // 30)  # wide ranges (sessions): bins of `width` sizes
+            bins = np.arange(min(ks), max(ks) + width + 1, width) - 0.5
+            ax.hist(ks, bins=bins, weights=cs, color=VIEW_COLOURS[name], rwidth=0.85)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{name}: {'AMUs per session' if name == 'time' else 'AMUs per leaf'}", fontsize=10)
         ax.set_xlabel("size")
         ax.set_ylabel("count")
@@ -220,27 +236,33 @@ def plot_leaf_sizes(path, stats: SpaceStats) -> Path:
 
 
 def plot_thresholds(path, stats: SpaceStats) -> Path:
+    """Per semantic tree: tau_new / tau_coh / tau_merge and the Otsu threshold (top) and
+    M_max (bottom) after each calibration update; dotted lines are the initial values."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), dpi=90)
-    for ax, name in zip(axes, ("event", "affect")):
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 5.2), dpi=90, sharex="col", height_ratios=(2.2, 1))
+    for col, name in enumerate(("event", "affect")):
         v = stats.views[name]
+        top, bottom = axes[0][col], axes[1][col]
         hist = v.threshold_history
         if hist:
             steps = [h["step"] for h in hist]
             for key, colour in (("tau_new", "#1f77b4"), ("tau_coh", "#2ca02c"), ("tau_merge", "#d62728")):
-                ax.plot(steps, [h[key] for h in hist], marker=".", color=colour, label=key)
-                ax.axhline(v.initial_thresholds[key], color=colour, lw=0.6, ls=":")
-            ax.plot(steps, [h["otsu"] for h in hist], color="#7f7f7f", ls="--", lw=0.8, label="Otsu")
-            ax2 = ax.twinx()
-            ax2.plot(steps, [h["m_max"] for h in hist], color="#9467bd", marker=".", label="M_max")
-            ax2.set_ylabel("M_max", color="#9467bd")
-            ax.legend(fontsize=8, loc="lower right")
+                top.plot(steps, [h[key] for h in hist], marker=".", color=colour, label=key)
+                top.axhline(v.initial_thresholds[key], color=colour, lw=0.7, ls=":")
+            top.plot(steps, [h["otsu"] for h in hist], color="#7f7f7f", ls="--", lw=0.8, label="Otsu")
+            bottom.plot(steps, [h["m_max"] for h in hist], marker=".", color="#9467bd", label="M_max")
+            bottom.axhline(v.initial_thresholds["m_max"], color="#9467bd", lw=0.7, ls=":")
+            top.legend(fontsize=8, loc="best", ncol=2)
         else:
-            ax.text(0.5, 0.5, f"no calibration update yet\n({v.observations} of the warm-up observations)",
-                    ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(f"{name}: thresholds per maintenance step (dotted: initial)", fontsize=10)
-        ax.set_xlabel("maintenance step")
-        ax.set_ylabel("cosine")
+            top.text(0.5, 0.5, f"no calibration update yet\n(warm-up: {v.observations} observations)",
+                     ha="center", va="center", transform=top.transAxes)
+        top.set_title(f"{name}: calibrated thresholds per maintenance step (dotted: initial)", fontsize=10)
+        top.set_ylabel("cosine")
+        bottom.set_ylabel("M_max")
+        bottom.set_xlabel("maintenance step (session end)")
+        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     out = _save(fig, Path(path))
     plt.close(fig)
