@@ -131,6 +131,7 @@ def test_amu_paths_lead_from_the_root_to_the_amus_leaf(mem):
         assert all(tree.parent[int(b.node_id)] == int(a.node_id) for a, b in zip(steps, steps[1:]))
         assert [s.kind for s in p.paths["time"]] == ["month", "week", "day", "session"]
         assert p.paths["time"][-1].node_id == f"S:{amu.session_id}"
+        assert ins.AMUPath.from_dict(json.loads(json.dumps(p.to_dict()))) == p
 
 
 @pytest.mark.parametrize("query", ["Where does the cat sleep?", "What happened to the car on the highway?"])
@@ -154,6 +155,26 @@ def test_trace_matches_the_search(mem, query):
         assert [t.turn_id for t in h.source_turns] == h.amu.source_turn_ids
         assert all(t.text == turns_by_id[t.turn_id].text for t in h.source_turns)
     assert "cat" in tr.hits[0].amu.text.lower() or "car" in tr.hits[0].amu.text.lower()
+    assert ins.QueryTrace.from_dict(json.loads(json.dumps(tr.to_dict()))) == tr
+
+
+def test_projections_keep_planar_geometry_and_tsne_runs():
+    rng = np.random.default_rng(0)
+    plane = rng.normal(size=(40, 2)) @ rng.normal(size=(2, 16)) + 3.0  # rank-2 data in 16-D
+    xy = ins.project_2d(plane, "pca")
+    d_in = np.linalg.norm(plane[:, None] - plane[None], axis=-1)
+    d_out = np.linalg.norm(xy[:, None] - xy[None], axis=-1)
+    np.testing.assert_allclose(d_out, d_in, atol=1e-8)
+    assert ins.project_2d(plane[:1], "pca").shape == (1, 2)
+    with pytest.raises(ValueError, match="method"):
+        ins.project_2d(plane, "umap")
+    pytest.importorskip("sklearn")
+    two = np.vstack([rng.normal(0, 0.05, (15, 8)), rng.normal(3, 0.05, (15, 8))])
+    emb = ins.project_2d(two, "tsne")
+    assert emb.shape == (30, 2) and np.isfinite(emb).all()
+    # the two clusters stay apart: every point is nearer its own cluster's centre
+    c0, c1 = emb[:15].mean(0), emb[15:].mean(0)
+    assert (np.linalg.norm(emb[:15] - c0, axis=1) < np.linalg.norm(emb[:15] - c1, axis=1)).all()
 
 
 def test_export_round_trips_and_matches_the_store(mem):
@@ -224,20 +245,22 @@ def test_html_page_renders_every_node_in_headless_chromium(mem, tmp_path):
     from etamem.viz import write_html
 
     stats = ins.space_stats(mem, "u")
-    # one AMU text carries markup: it must show as text, not break the page
+    # a summary carrying markup must show as text, not break the page
     views = {v: ins.subtree(mem, "u", v) for v in ins.VIEWS}
     views["event"].walk().__next__().summary = "</script><b>not markup</b>"
     page = write_html(tmp_path / "page" / "index.html", stats, views)
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000"]
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    root = views["event"].node_id  # selected through the URL: its details (with the summary) are rendered
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", f"{page.as_uri()}#node=event:{root}"], capture_output=True,
+                         text=True, timeout=120).stdout
     expected_nodes = sum(stats.views[v].nodes for v in ins.VIEWS) + 1  # + the Time forest's own root
     assert len(re.findall(r'<li class="node[ "]', dom)) == expected_nodes
     assert f'data-rendered="{expected_nodes}"' in dom
     assert len(re.findall(r'<li class="amu"', dom)) == 2 * stats.amus  # under a tree leaf and a session
     assert dom.count('<section class="view"') == 3 and "<b>not markup</b>" not in dom
+    assert "<td>&lt;/script&gt;&lt;b&gt;not markup&lt;/b&gt;</td>" in dom  # shown as text in the details
     shot = tmp_path / "page.png"
     subprocess.run([CHROMIUM, *flags, "--window-size=1400,900", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120)
