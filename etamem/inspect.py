@@ -13,6 +13,7 @@ Everything here returns plain dataclasses (`.to_dict()` gives JSON-ready data,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections import Counter
@@ -252,6 +253,19 @@ class StoreExport(_Data):
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+def _locked(fn):
+    """Run `fn(mem, ...)` under the Memory's lock, so views are not read while another thread
+    changes them."""
+    @functools.wraps(fn)
+    def wrapper(mem, *args, **kwargs):
+        lock = getattr(mem, "_lock", None)
+        if lock is None:
+            return fn(mem, *args, **kwargs)
+        with lock:
+            return fn(mem, *args, **kwargs)
+    return wrapper
+
+
 def _pairs(counter: Counter) -> list[list[int]]:
     return [[int(k), int(v)] for k, v in sorted(counter.items())]
 
@@ -324,6 +338,7 @@ def _time_stats(forest) -> ViewStats:
         counters=dict(forest.stats), levels=levels)
 
 
+@_locked
 def space_stats(mem, space: str) -> SpaceStats:
     """Per-view statistics of a space: nodes, leaves, depth, fan-out and leaf-size histograms,
     cohesion distribution, calibrated thresholds with their history."""
@@ -338,6 +353,7 @@ def space_stats(mem, space: str) -> SpaceStats:
 
 
 # --- subtrees --------------------------------------------------------------------------------------
+@_locked
 def subtree(mem, space: str, view: str, node: str | None = None, depth: int | None = None,
             members: bool = True) -> NodeInfo:
     """The subtree of `view` under `node` (default: the root; Time: a synthetic node "time"
@@ -403,6 +419,7 @@ def _time_subtree(forest, node: str | None, depth: int | None, by_id: dict) -> N
 
 
 # --- paths -----------------------------------------------------------------------------------------
+@_locked
 def amu_paths(mem, space: str, amu_id: str) -> AMUPath:
     """Where an AMU sits: root-to-leaf node path in each view (None where it is absent)."""
     space = resolve_space(mem, space)
@@ -438,6 +455,7 @@ def _candidate_info(views, view: str, key: str, score: float, cos: float, bm: fl
     return Candidate(key, _tree_kind(tree, nid), int(tree.count[nid]), score, cos, bm, _snippet(tree.node_text(nid)))
 
 
+@_locked
 def trace_query(mem, query: str, space: str, *, top_k: int | None = None, now: datetime | str | None = None,
                 routing: str | None = None) -> QueryTrace:
     """Why the hits came back: per view the normalised entropy, weight and budget, the beam
@@ -472,6 +490,7 @@ def export_space(mem, space: str) -> SpaceExport:
                        {v: subtree(mem, space, v) for v in VIEWS})
 
 
+@_locked
 def export_store(mem, spaces: list[str] | None = None) -> StoreExport:
     """Everything the store holds for `spaces` (default: all) as one JSON-ready record."""
     names = mem.spaces() if spaces is None else [resolve_space(mem, s) for s in spaces]
@@ -527,6 +546,7 @@ def project_2d(x: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
     raise ValueError(f"method: expected 'pca' or 'tsne', got {method!r}")
 
 
+@_locked
 def projection(mem, space: str, method: str = "pca", max_points: int = 3000, seed: int = 0) -> Projection:
     """Project raw-turn, Event and Affect representations to 2-D (at most `max_points` per
     panel, an even sample). Raw turns are encoded with the memory's text encoder."""
