@@ -75,8 +75,10 @@ def render_tree(node: NodeInfo, max_members: int = 3, width: int = 100):
         if len(n.members) > max_members:
             branch.add(_line(f"(+{len(n.members) - max_members} more AMUs)", style="dim"))
 
-    title = {"event": "Event tree", "affect": "Affect tree", "time": "Time forest"}[node.view]
-    root = Tree(Text(f"{title} ", style="bold underline") + _node_label(node, width))
+    title = {"event": "Event tree ", "affect": "Affect tree ", "time": "Time forest "}[node.view]
+    if node.kind == "forest":
+        title = ""  # the label says it already
+    root = Tree(Text(title, style="bold underline") + _node_label(node, width))
     fill(root, node)
     return root
 

@@ -271,19 +271,20 @@ def plot_thresholds(path, stats: SpaceStats) -> Path:
 
 def plot_projection(path, proj: Projection) -> Path:
     plt = _pyplot()
+    method = {"pca": "PCA", "tsne": "t-SNE"}.get(proj.method, proj.method)
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=90)
     for kind in ("raw", "event", "affect", "none"):
         pts = [p for p in proj.text if p.kind == kind]
         if pts:
             axes[0].scatter([p.x for p in pts], [p.y for p in pts], s=9, alpha=0.6, c=VIEW_COLOURS[kind],
                             label=f"{'raw turns' if kind == 'raw' else kind + ' AMUs'} ({len(pts)})", linewidths=0)
-    axes[0].set_title(f"text embeddings ({proj.method.upper()}): raw turns and AMUs by view", fontsize=10)
+    axes[0].set_title(f"text embeddings ({method}): raw turns and AMUs by view", fontsize=10)
     for pol in ("negative", "positive", "neutral"):
         pts = [p for p in proj.affect if p.polarity == pol]
         if pts:
             axes[1].scatter([p.x for p in pts], [p.y for p in pts], s=9, alpha=0.7, c=POLARITY_COLOURS[pol],
                             label=f"{pol} ({len(pts)})", linewidths=0)
-    axes[1].set_title(f"affective embeddings of Affect AMUs ({proj.method.upper()}) by polarity", fontsize=10)
+    axes[1].set_title(f"affective embeddings of Affect AMUs ({method}) by polarity", fontsize=10)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
