@@ -113,3 +113,24 @@ def test_ablation_wrappers(hashing_encoder, tmp_path):
     cache.extract(other, [turn])
     assert Counting.calls == 2 and cache.hits == 1
     cache.close()
+
+
+def test_workbench_rebuilds_a_space_left_partial(hashing_encoder, tmp_path):
+    from etamem.affect import VaderAffectTagger
+    from etamem.bench.data import BenchConversation
+    from etamem.bench.workbench import Workbench
+    from etamem.config import Config
+
+    turns = [{"turn_id": f"D{s}:{i}", "session_id": f"session_{s}", "speaker": "Ann",
+              "text": f"Ann talked about topic number {s * 10 + i} with real enthusiasm today.",
+              "timestamp": f"2023-05-0{s}T10:0{i}:00"} for s in (1, 2) for i in (1, 2, 3)]
+    conv = BenchConversation("conv-x", turns, [])
+    wb = Workbench(Config(), tmp_path, text_encoder=hashing_encoder, affect_tagger=VaderAffectTagger(hashing_encoder))
+    assert not wb.is_built("amu", conv)
+    mem = wb.memory("amu")
+    mem.add(turns[:3], space="conv-x")  # an interrupted build: first session only
+    assert not wb.is_built("amu", conv)
+    rec = wb.build("amu", conv)
+    assert wb.is_built("amu", conv) and rec["turns"] == 6 and rec["amus"] == mem.store.count_amus("conv-x") > 0
+    assert len(mem.turns("conv-x")) == 6
+    wb.close()

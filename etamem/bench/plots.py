@@ -36,21 +36,21 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
 
     # 1. per-category bars per system (retrieval; plus judge accuracy when answers exist)
     panels = [("retrieval", metric, metric_label)] + ([("qa", "accuracy", "judge accuracy")] if has_qa else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 1.2 * len(cats) * max(1, len(systems)) / 3), 4 * len(panels)),
-                             squeeze=False)
-    width = 0.8 / max(1, len(systems))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.5 * len(panels)), squeeze=False)
+    colours = [plt.cm.tab20(i % 20) for i in range(len(systems))]
+    width = 0.85 / max(1, len(systems))
     for ax, (part, name, label) in zip(axes[:, 0], panels):
         for i, (key, s) in enumerate(systems.items()):
             block = s[part] or {}
             values = (block.get("metrics", {}).get(name, {}) if part == "retrieval" else block.get(name, {}))
             ax.bar([c + i * width for c in range(len(cats))], [values.get(c) or 0.0 for c in cats], width,
-                   label=s["label"])
-        ax.set_xticks([c + 0.4 - width / 2 for c in range(len(cats))])
-        ax.set_xticklabels([str(c) for c in cats], rotation=20, fontsize=8)
+                   label=s["label"], color=colours[i])
+        ax.set_xticks([c + 0.425 - width / 2 for c in range(len(cats))])
+        ax.set_xticklabels([str(c) for c in cats], fontsize=9)
         ax.set_ylabel(label)
         ax.set_ylim(0, 1)
     axes[0, 0].set_title(f"{summary['dataset']}: per category")
-    axes[0, 0].legend(fontsize=6, ncol=3, loc="upper left", bbox_to_anchor=(0, -0.15 if len(panels) == 1 else -1.35))
+    axes[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     paths.append(_save(fig, out / "categories.png", plt))
 
@@ -60,8 +60,9 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     else:
         series = [("session_recall_all@{k}", [5, 10], "session recall_all@K"),
                   ("turn_recall_all@{k}", [5, 10, 50], "turn recall_all@K")]
-    fig, axes = plt.subplots(1, len(series), figsize=(6 * len(series), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(series), figsize=(6 * len(series) + 3, 5), squeeze=False)
     for ax, (pattern, ks, label) in zip(axes[0], series):
+        ax.set_prop_cycle(color=[plt.cm.tab20(i % 20) for i in range(len(systems))])
         for s in systems.values():
             m = s["retrieval"]["metrics"]
             ys = [m.get(pattern.format(k=k), {}).get("all") for k in ks]
@@ -69,12 +70,12 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
                 ax.plot(ks, [y if y is not None else float("nan") for y in ys], marker="o", label=s["label"])
         ax.set_xlabel("K")
         ax.set_ylabel(label)
-    axes[0, 0].legend(fontsize=6)
+    axes[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     paths.append(_save(fig, out / "recall_vs_k.png", plt))
 
     # 3. cost against accuracy
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(9, 6))
     for s in systems.values():
         if has_qa and s["qa"]:
             x, y = s["qa"]["answer_tokens_per_question"], s["qa"]["accuracy"].get("all")

@@ -172,8 +172,11 @@ def markdown(summary: dict) -> str:
     if qa:
         lines += ["", "## Answers (LLM): judge accuracy per category, token F1, BLEU-1", ""] + qa
     lines += ["", "## Cost", "", "Build figures are per store (shared by every system on that store) and summed over "
-              "the selected conversations; a store built by an earlier run keeps its recorded cost. Peak RSS is the "
-              "process peak when the system's results were recorded (systems run in one process).", ""]
+              "the selected conversations; a store built by an earlier run keeps its recorded cost; stores built later "
+              "reuse the embedding and extraction caches filled by earlier ones, so their build time is lower. "
+              "ms/query excludes question encoding (each conversation's questions are encoded once, in a batch, "
+              "for all systems). Peak RSS is the process peak when the system's results were recorded (systems "
+              "run in one process).", ""]
     lines += cost_table(summary)
     if summary["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]

@@ -232,6 +232,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
     from .qa import answer_and_judge, answer_prompt, units_for_context
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
+    encoded = False
     for spec in specs:
         todo = []
         for q in conv.questions:
@@ -248,6 +249,9 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
             builds.add(rec)
             results.add(rec)
         turns = wb._turns(conv)[0]
+        if not encoded and spec.kind != "full_context":  # one batch, shared by all systems (not timed)
+            wb.text_encoder.encode([q.question for q in conv.questions])
+            encoded = True
         turn_map = {t.turn_id: t for t in turns}
         for q, need_r, need_qa in todo:
             ranking = None
