@@ -188,6 +188,9 @@ def test_longmemeval_without_llm_skips_full_context_and_rejects_changed_settings
     assert summary["systems"]["bm25-turns"]["qa"] is None
     assert summary["systems"]["bm25-turns"]["retrieval"]["questions"] == 1  # abstention skipped
     assert any("No LLM configured" in n for n in summary["notes"])
+    ms = [json.loads(x)["ms"] for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+          if json.loads(x)["type"] == "retrieval"]
+    assert summary["work_s"] == pytest.approx(sum(ms) / 1000)  # bm25-turns needs no store build
     opts.pool = 7
     with pytest.raises(ValueError, match="other settings"):
         run(opts, **bench_models)

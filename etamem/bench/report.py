@@ -74,6 +74,11 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                      "peak_rss_mb": max([r.get("peak_rss_mb", 0) for r in rr] + [b["peak_rss_mb"] for b in builds],
                                         default=None)},
         }
+    qids, spaces_set = {q.qid for q in questions}, set(spaces)
+    used = {s.construction for s in specs}
+    work = sum(r["wall_s"] for k, r in records.items() if k[0] == "build" and k[1] in used and k[2] in spaces_set)
+    work += sum(r.get("ms", 0.0) + r.get("answer_ms", 0.0) for k, r in records.items()
+                if k[0] != "build" and k[2] in qids and k[1] in systems) / 1000.0
     info = {"questions": len(questions), "conversations": len(convs),
             "skipped_evidence_ids": sum(q.skipped_evidence for q in questions)}
     if dataset == "locomo":
@@ -81,7 +86,8 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
     else:
         info["abstention_questions"] = sum(q.abstention for q in questions)
     return {"dataset": dataset, "file": settings["file"], "settings": settings, "data": info,
-            "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "notes": notes}
+            "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "work_s": work,
+            "notes": notes}
 
 
 def _f(v, digits: int = 3) -> str:
@@ -162,7 +168,8 @@ def markdown(summary: dict) -> str:
              + (f" (category 5 excluded; {d['questions_without_evidence']} without resolvable evidence skipped for "
                 f"retrieval; {d['skipped_evidence_ids']} evidence ids did not resolve)" if summary["dataset"] == "locomo"
                 else f" ({d['abstention_questions']} abstention questions skipped for retrieval)")
-             + f". Wall time of this run: {summary['wall_s']:.1f} s.", "",
+             + f". Wall time of this run: {summary['wall_s']:.1f} s; time spent on these results over all runs "
+             f"(store builds + retrieval + answers, from the records): {summary['work_s']:.0f} s.", "",
              f"Settings: K (answer context, distinct turns) {st['qa_turns']}, beam B {cfg['beam_width']}, "
              f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
              f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
