@@ -268,3 +268,11 @@ def test_cli_bench_prints_table_and_wall_time(tmp_path, locomo_dev, monkeypatch,
     assert "| flat BM25 (turns) |" in text and "R@20 cat" in text and "Wall time" in text
     assert not (tmp_path / "out" / "categories.png").exists()
     assert main(["bench", "locomo", str(tmp_path / "slice.json"), "--systems", "nope"]) == 2
+
+
+def test_python_m_benchmarks_delegates_to_the_runner():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True, text=True, check=True)
+    assert "python -m benchmarks" in out.stdout and "no-hierarchy" in out.stdout and "--per-conversation" in out.stdout
