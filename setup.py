@@ -23,8 +23,10 @@ EXTRAS = {
     "cpu": ["faiss-cpu>=1.8"],
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
-    "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15", "matplotlib>=3.7"],
+    "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
+             "matplotlib>=3.7"],  # matplotlib: inspection plots, benchmark plots
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
+    "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
 }
 
 setup(

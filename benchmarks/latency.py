@@ -9,7 +9,7 @@ positive/negative so all three views are populated, the affective vector being t
 vector rotated by a fixed random orthogonal map). Views are built with `maintain()` every
 `--session-maintain` AMUs, then the retrieval index once. Queries are drawn like AMUs.
 
-Reported: p50/p95 of ETAMem search (routing + beam search over Event, Affect, Time + merge;
+Reported: wall-clock and CPU-time (process time) p50/p95 of ETAMem search (routing + beam search over Event, Affect, Time + merge;
 K 20, B 10, beta 0.1) and of the flat baseline (FAISS `IndexFlatIP` top-200 + bm25s BM25 over
 all AMUs, score (1 - beta) * cos + beta * BM25n), measured in the same process on the same
 queries; query encoding with the real MiniLM encoder is measured separately.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def run_child(n: int, args) -> dict:
         views.maintain()
     build_s = time.perf_counter() - t_build
     t_index = time.perf_counter()
-    index = SpaceIndex(views, amus, x, xa)
+    index = SpaceIndex(views, amus, x, xa, exact_max=cfg.routing_exact_max)
     index_s = time.perf_counter() - t_index
     flat = FlatHybridIndex(x, texts)
 
@@ -84,16 +85,20 @@ def run_child(n: int, args) -> dict:
     for i in range(3):  # warm-up
         index.search(qt[i], qv[i], qv[i] @ rot, 20, beam=10, beta=0.1)
         flat.search(qv[i], qt[i], 20, beta=0.1)
-    ours, base = [], []
+    ours, base, ours_cpu, base_cpu = [], [], [], []
     for i in range(args.queries):
-        t = time.perf_counter()
-        index.search(qt[i], qv[i], qv[i] @ rot, cfg.top_k, beam=cfg.beam_width, beta=cfg.bm25_weight)
+        t, c = time.perf_counter(), time.process_time()
+        index.search(qt[i], qv[i], qv[i] @ rot, cfg.top_k, beam=cfg.beam_width, beta=cfg.bm25_weight,
+                     routing_candidates=cfg.routing_candidates)
         ours.append(1000 * (time.perf_counter() - t))
-        t = time.perf_counter()
+        ours_cpu.append(1000 * (time.process_time() - c))
+        t, c = time.perf_counter(), time.process_time()
         flat.search(qv[i], qt[i], cfg.top_k, beta=cfg.bm25_weight)
         base.append(1000 * (time.perf_counter() - t))
+        base_cpu.append(1000 * (time.process_time() - c))
     shape = views.shape()
-    return {"amus": n, "build_s": build_s, "index_s": index_s, "etamem": percentiles(ours), "flat": percentiles(base),
+    return {"amus": n, "load_avg_1m": os.getloadavg()[0], "build_s": build_s, "index_s": index_s, "etamem": percentiles(ours), "flat": percentiles(base),
+            "etamem_cpu": percentiles(ours_cpu), "flat_cpu": percentiles(base_cpu),
             "leaves": {v: shape[v]["leaves"] for v in ("event", "affect")}, "sessions": shape["time"]["sessions"],
             "depth": {v: shape[v]["depth"] for v in ("event", "affect")}}
 
@@ -148,6 +153,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{e['p50_ms'] / f['p50_ms']:.2f} | {e['p50_ms'] / base:.2f} (n x{r['amus'] / rows[0]['amus']:.0f}) | "
               f"{r['leaves']['event']}/{r['leaves']['affect']} | {r['sessions']} | "
               f"{r['depth']['event']}/{r['depth']['affect']} | {r['build_s']:.0f} | {r['index_s']:.0f} |")
+    print("\nCPU time per query (process time, all threads; less sensitive to other load on the machine):\n")
+    print("| AMUs | ETAMem CPU p50 ms | ETAMem CPU p95 ms | flat CPU p50 ms | flat CPU p95 ms |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        e, f = r["etamem_cpu"], r["flat_cpu"]
+        print(f"| {r['amus']:,} | {e['p50_ms']:.2f} | {e['p95_ms']:.2f} | {f['p50_ms']:.2f} | {f['p95_ms']:.2f} |")
     at = [r for r in rows if r["amus"] == 100_000]
     if at:
         p50 = at[0]["etamem"]["p50_ms"]
@@ -156,6 +167,11 @@ def main(argv: list[str] | None = None) -> None:
         g = rows[-1]["etamem"]["p50_ms"] / base
         n_ratio = rows[-1]["amus"] / rows[0]["amus"]
         print(f"target: sublinear growth -> p50 x{g:.2f} for n x{n_ratio:.0f}: {'met' if g < n_ratio else 'NOT met'}")
+        for a, b in zip(rows, rows[1:]):
+            print(f"  {a['amus']:,} -> {b['amus']:,}: p50 x{b['etamem']['p50_ms'] / a['etamem']['p50_ms']:.2f} "
+                  f"for n x{b['amus'] / a['amus']:.0f}")
+    loads = ", ".join(f"{r['amus']:,}: {r['load_avg_1m']:.1f}" for r in rows)
+    print(f"1-minute load average at the end of each size (2 cores; above ~1 means other work shared them): {loads}")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"rows": rows, "encoding": enc, "args": vars(args)}, fh, indent=1)

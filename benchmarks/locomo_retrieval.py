@@ -76,16 +76,19 @@ def main(argv: list[str] | None = None) -> dict:
 
     base_config = mem.config
 
-    def etamem_system(routing, **overrides):
+    fallback_used: dict[object, list[bool]] = defaultdict(list)  # per ETAMem system: raw turns brought in?
+
+    def etamem_system(routing, fallback=True, **overrides):
         config = base_config.replace(**overrides)
 
         def run(space, question, now):
             mem.config = config  # read at call time; the cached indexes do not depend on it
             try:
-                hits = mem.retrieve(question, space, top_k=args.pool, now=now, routing=routing).hits
+                res = mem.retrieve(question, space, top_k=args.pool, now=now, routing=routing, fallback=fallback)
             finally:
                 mem.config = base_config
-            return [(h.source_turn_ids, h.amu.text) for h in hits]
+            fallback_used[run].append(res.fallback_used)
+            return [(h.source_turn_ids, h.amu.text) for h in res.hits]
         return run
 
     per_space = {}
@@ -131,8 +134,11 @@ def main(argv: list[str] | None = None) -> dict:
     systems = {"flat BM25 (turns)": flat_bm25, "flat dense (turns)": flat_dense,
                "flat hybrid RRF (turns)": flat_hybrid, "flat hybrid (AMUs, no hierarchy)": flat_amus,
                "ETAMem mean routing": etamem_system("mean"), "ETAMem full": etamem_system("entropy"),
-               "ETAMem full + raw-turn RRF (always)": etamem_system(
-                   "entropy", fallback_threshold=2.0, fallback_turns=40, fallback_fusion="rrf")}
+               "ETAMem w/o fallback": etamem_system("entropy", fallback=False),
+               "ETAMem, fallback gated by best score (0.3, 5 turns)": etamem_system(
+                   "entropy", fallback_confidence="score", fallback_threshold=0.3, fallback_turns=5,
+                   fallback_fusion="score"),
+               "ETAMem, raw-turn RRF always": etamem_system("entropy", fallback_threshold=2.0)}
     if args.systems:
         systems = {k: v for k, v in systems.items() if k in args.systems}
 
@@ -170,18 +176,23 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"LoCoMo evidence recall, {args.file}: {n_questions} questions (category 5 excluded; "
           f"{questions_without_evidence} without resolvable evidence skipped; {skipped_ids} evidence ids "
           f"did not resolve). Wall time {wall:.0f}s.\n")
-    head = ["system"] + [f"R@{k} {c}" for k in args.ks for c in (*CATEGORIES, "all")] + ["ctx tokens", "ms/q"]
+    used = {name: float(np.mean(fallback_used[fn])) for name, fn in systems.items() if fallback_used.get(fn)}
+    head = ["system"] + [f"R@{k} {c}" for k in args.ks for c in (*CATEGORIES, "all")] + ["ctx tokens", "ms/q",
+                                                                                          "fallback used"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name in systems:
         cells = [name] + [f"{summary[name][str(k)].get(str(c), float('nan')):.3f}" for k in args.ks
                           for c in (*CATEGORIES, "all")]
-        cells += [f"{np.mean(tokens[name]):.0f}", f"{1000 * seconds[name] / max(n_questions, 1):.1f}"]
+        cells += [f"{np.mean(tokens[name]):.0f}", f"{1000 * seconds[name] / max(n_questions, 1):.1f}",
+                  f"{used[name]:.0%}" if name in used else "-"]
         print("| " + " | ".join(cells) + " |")
     result = {"file": args.file, "questions": n_questions, "skipped_evidence_ids": skipped_ids,
               "questions_without_evidence": questions_without_evidence, "recall": summary,
               "context_tokens": {n: float(np.mean(t)) for n, t in tokens.items()},
-              "ms_per_question": {n: 1000 * s / max(n_questions, 1) for n, s in seconds.items()}, "wall_s": wall}
+              "ms_per_question": {n: 1000 * s / max(n_questions, 1) for n, s in seconds.items()},
+              "fallback_used": used, "wall_s": wall,
+              "config": {k: v for k, v in base_config.to_dict().items() if k != "llm_api_key"}}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))

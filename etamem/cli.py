@@ -214,6 +214,146 @@ def cmd_ask(args) -> int:
     return 0
 
 
+# --- inspection: inspect / trace / export / viz (etamem.inspect, render, viz) -------------------
+def _console():
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
+
+
+def cmd_inspect(args) -> int:
+    from . import inspect as ins
+
+    with _memory(args, _existing_store(args.store)) as mem:
+        space = ins.resolve_space(mem, args.space)
+        if args.amu:
+            data = ins.amu_paths(mem, space, args.amu)
+            if args.json:
+                print(json.dumps(data.to_dict(), indent=1, ensure_ascii=False))
+            else:
+                from .render import render_paths
+
+                _console().print(render_paths(data))
+            return 0
+        views = [args.view] if args.view else list(ins.VIEWS)
+        depth = None if args.depth <= 0 else args.depth
+        nodes = [ins.subtree(mem, space, v, node=args.node, depth=depth) for v in views]
+        if args.json:
+            print(json.dumps([n.to_dict() for n in nodes], indent=1, ensure_ascii=False))
+        else:
+            from .render import render_tree
+
+            console = _console()
+            for n in nodes:
+                console.print(render_tree(n, max_members=args.members))
+    return 0
+
+
+def cmd_trace(args) -> int:
+    from .inspect import trace_query
+
+    with _memory(args, _existing_store(args.store)) as mem:
+        tr = trace_query(mem, args.question, args.space, top_k=args.top_k, now=args.now)
+        if args.json:
+            print(json.dumps(tr.to_dict(), indent=1, ensure_ascii=False))
+        else:
+            from .render import render_trace
+
+            _console().print(render_trace(tr, max_candidates=args.show))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .inspect import export_store
+
+    with _memory(args, _existing_store(args.store)) as mem:
+        text = json.dumps(export_store(mem, [args.space] if args.space else None).to_dict(), ensure_ascii=False,
+                          indent=args.indent)
+    if args.out:
+        from .viz import _atomic_write
+
+        _atomic_write(Path(args.out), text.encode("utf-8"))
+        print(f"wrote {args.out} ({len(text) / 1e6:.1f} MB)", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_viz(args) -> int:
+    from .inspect import resolve_space
+    from .viz import write_all
+
+    with _memory(args, _existing_store(args.store)) as mem:
+        space = resolve_space(mem, args.space)
+        for path in write_all(mem, space, args.out, method=args.projection, plots=not args.no_plots):
+            print(path)
+    return 0
+
+
+def cmd_stats_detail(args) -> int:
+    from .inspect import space_stats
+
+    with _memory(args, _existing_store(args.store)) as mem:
+        report = [space_stats(mem, s) for s in ([args.space] if args.space else mem.spaces())]
+        if args.json:
+            print(json.dumps([r.to_dict() for r in report], indent=1))
+        else:
+            from .render import render_stats
+
+            console = _console()
+            for r in report:
+                console.print(render_stats(r))
+    return 0
+
+
+def add_inspection_commands(sub, common, stats_parser) -> None:
+    stats_parser.add_argument("--detail", action="store_const", const=cmd_stats_detail, dest="func",
+                              help="histograms, cohesion and threshold history (etamem.inspect)")
+
+    def store_space(sp, what):
+        sp.add_argument("store")
+        sp.add_argument("--space", default=None, help=f"space to {what} (default: the store's only space)")
+
+    i = sub.add_parser("inspect", help="show a view's tree (or an AMU's path with --amu)")
+    store_space(i, "show")
+    i.add_argument("--view", choices=["event", "affect", "time"], default=None, help="default: all three")
+    i.add_argument("--depth", type=int, default=3, help="levels below the start node (0: all)")
+    i.add_argument("--node", default=None, help="start node id (default: the root)")
+    i.add_argument("--members", type=int, default=3, help="AMUs shown per leaf")
+    i.add_argument("--amu", default=None, help="show where this AMU sits in each view")
+    i.add_argument("--json", action="store_true")
+    common(i)
+    i.set_defaults(func=cmd_inspect)
+
+    t = sub.add_parser("trace", help="why a query returned its hits: routing, beams, hits")
+    t.add_argument("store")
+    t.add_argument("question")
+    t.add_argument("--space", default=None, help="default: the store's only space")
+    t.add_argument("--top-k", type=int, default=None)
+    t.add_argument("--now", default=None, help="question date")
+    t.add_argument("--show", type=int, default=5, help="beam candidates shown per level")
+    t.add_argument("--json", action="store_true")
+    common(t)
+    t.set_defaults(func=cmd_trace)
+
+    e = sub.add_parser("export", help="everything a store holds, as JSON")
+    e.add_argument("store")
+    e.add_argument("--format", choices=["json"], default="json")
+    e.add_argument("--space", default=None, help="one space (default: all)")
+    e.add_argument("--out", default=None, help="file to write (default: stdout)")
+    e.add_argument("--indent", type=int, default=None)
+    common(e)
+    e.set_defaults(func=cmd_export)
+
+    z = sub.add_parser("viz", help="HTML page with the three views and PNG plots")
+    store_space(z, "draw")
+    z.add_argument("--out", required=True, help="output directory")
+    z.add_argument("--projection", choices=["pca", "tsne"], default="pca")
+    z.add_argument("--no-plots", action="store_true", help="HTML page only")
+    common(z)
+    z.set_defaults(func=cmd_viz)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="etamem", description="ETAMem: Event-Time-Affect memory for LLM agents")
     p.add_argument("-v", "--verbose", action="count", default=1, help="more logging (-vv: debug)")
@@ -267,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--show", type=int, default=5, help="evidence hits shown")
     common(a)
     a.set_defaults(func=cmd_ask)
+    add_inspection_commands(sub, common, st)
     add_bench_parser(sub)
     return p
 

@@ -76,10 +76,18 @@ class Config:
     bm25_weight: float = 0.1  # beta in (1 - beta) * cos + beta * BM25n
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
+    routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
+    routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
-    fallback_threshold: float = 0.3  # best hit score below this adds raw turns (views ("raw",))
-    fallback_turns: int = 5  # raw turns the fallback brings in
-    fallback_fusion: str = "score"  # "score": add uncovered turns by score | "rrf": reciprocal-rank fusion
+    # raw-turn fallback (DESIGN §8): used when retrieval confidence is low. "score": confidence =
+    # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
+    # source turns of the hits that the raw-turn index also ranks in its top `fallback_agreement_k`
+    # (defaults chosen on the LoCoMo dev file: see README "Retrieval" for the threshold sweep)
+    fallback_confidence: str = "agreement"  # "score" | "agreement"
+    fallback_threshold: float = 0.6  # confidence below this brings in raw turns
+    fallback_agreement_k: int = 10
+    fallback_turns: int = 40  # raw turns the fallback brings in
+    fallback_fusion: str = "rrf"  # "rrf": reciprocal-rank fusion | "score": add uncovered turns by score
     rrf_k: int = 10  # reciprocal-rank fusion constant
     time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
 
@@ -115,6 +123,7 @@ class Config:
             "answer_style": ("locomo", "longmemeval"),
             "routing": ("entropy", "mean"),
             "fallback_fusion": ("score", "rrf"),
+            "fallback_confidence": ("score", "agreement"),
             "device": ("auto", "cpu", "cuda"),
         }
         for name, allowed in choices.items():
@@ -128,6 +137,7 @@ class Config:
         if self.b_max < 2:
             raise ValueError("config b_max must be >= 2")
         for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",
+                     "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
                      "summary_delta", "calibration_reservoir"):
             if getattr(self, name) < 1:
                 raise ValueError(f"config {name} must be >= 1")

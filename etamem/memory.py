@@ -291,7 +291,7 @@ class Memory:
             ids = [a.amu_id for a in amus]
             text = self.store.amu_vectors(space, "text", ids) if ids else np.zeros((0, views.event.dim), np.float32)
             affect = self.store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, views.affect.dim), np.float32)
-            self._indexes[space] = SpaceIndex(views, amus, text, affect)
+            self._indexes[space] = SpaceIndex(views, amus, text, affect, exact_max=self.config.routing_exact_max)
         return self._indexes[space]
 
     def _turn_index(self, space: str):
@@ -317,8 +317,10 @@ class Memory:
         `top_k` AMUs are shared across `views` by `routing` ("entropy" | "mean", default from
         the config), found by beam search (width `beam_width`, score (1 - beta) * cos + beta
         * BM25n), merged and ranked. `now` is the question date for temporal expressions.
-        When the best score is below `fallback_threshold` (or nothing is found) and
-        `fallback` is on, the best raw turns are added as hits with `views == ("raw",)`.
+        When `fallback` is on and the retrieval confidence (`fallback_confidence`: best score or
+        agreement with the raw-turn index) is below `fallback_threshold`, or nothing is found,
+        the best raw turns are added as hits with `views == ("raw",)` (or fused, see
+        `fallback_fusion`).
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query: expected a non-empty string, got {query!r}")
@@ -338,27 +340,57 @@ class Memory:
             q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
             result = index.search(query, q_text, q_affect, k, beam=cfg.beam_width, beta=cfg.bm25_weight,
                                   routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=when,
-                                  views=views, time_boost=cfg.time_boost, trace=trace)
+                                  views=views, time_boost=cfg.time_boost,
+                                  routing_candidates=cfg.routing_candidates, trace=trace)
             by_id = {a.amu_id: a for a in index.amus}
             hits = [Hit(amu=by_id[a], score=s, views=v, source_turn_ids=by_id[a].source_turn_ids)
                     for a, s, v in result.ranked[:k]]
-            used = False
-            if fallback and (not hits or hits[0].score < cfg.fallback_threshold):
-                hits = self._with_fallback(space, query, q_text, hits, k)
-                used = True
+            used = confidence = None
+            if fallback:
+                confidence, found = self._confidence(space, query, q_text, hits)
+                used = confidence < cfg.fallback_threshold
+                if used:
+                    hits = self._with_fallback(space, query, q_text, hits, k, found)
         window = None if result.window is None else (result.window.start, result.window.end)
         return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
-                            entropies=result.routing.entropies, window=window, fallback_used=used,
+                            entropies=result.routing.entropies, window=window, fallback_used=bool(used),
+                            confidence=confidence,
                             traces=result.traces)
 
-    def _with_fallback(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit], k: int) -> list[Hit]:
-        """Bring in the best raw turns: fused with the hits by reciprocal rank
-        (`fallback_fusion="rrf"`: a turn already covered by a hit strengthens that hit) or
-        merged by score (`"score"`: only uncovered turns are added)."""
+    def _confidence(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit]) -> tuple[float, list | None]:
+        """Retrieval confidence in [-1, 1] (`fallback_confidence`) and, for "agreement", the raw
+        turns it looked at (reused by the fallback). No hits -> -1.
+
+        "score": the best hit's score. "agreement": |A ∩ R| / m with m = `fallback_agreement_k`,
+        A the first m distinct source turns of the hits and R the raw-turn index's top m: two
+        independent retrievers that agree make the memory's answer trustworthy.
+        """
+        cfg = self.config
+        if not hits:
+            return -1.0, None
+        if cfg.fallback_confidence == "score":
+            return float(hits[0].score), None
+        m = cfg.fallback_agreement_k
+        found = self._turn_index(space).search(q_text, query, max(m, cfg.fallback_turns), beta=cfg.bm25_weight)
+        mine: list[str] = []
+        for h in hits:
+            mine.extend(t for t in h.source_turn_ids if t not in mine)
+            if len(mine) >= m:
+                break
+        raw = {turn.turn_id for turn, _ in found[:m]}
+        return len(raw.intersection(mine[:m])) / m, found
+
+    def _with_fallback(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit], k: int,
+                       found: list | None = None) -> list[Hit]:
+        """Bring in the best `fallback_turns` raw turns (`found`, searched if not given): fused
+        with the hits by reciprocal rank (`fallback_fusion="rrf"`: a turn already covered by a
+        hit strengthens that hit) or merged by score (`"score"`: only uncovered turns are added)."""
         from .retrieval import rrf_fuse
 
         cfg = self.config
-        found = self._turn_index(space).search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
+        if found is None:
+            found = self._turn_index(space).search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
+        found = found[:cfg.fallback_turns]
         by_id = {turn.turn_id: (turn, score) for turn, score in found}
 
         def raw_hit(turn, score: float) -> Hit:

@@ -58,8 +58,9 @@ class Hit:
 @dataclass(frozen=True)
 class SearchResult:
     """Hits with how they were found: per-view routing weights, budgets and normalised
-    entropies, the parsed time window (if any), whether the raw-turn fallback was used, and
-    (when asked for) a per-view trace of the beam search."""
+    entropies, the parsed time window (if any), the retrieval confidence that gated the raw-turn
+    fallback (None when the fallback was off) and whether it was used, and (when asked for) a
+    per-view trace of the beam search."""
 
     hits: list[Hit]
     weights: dict[str, float]
@@ -67,6 +68,7 @@ class SearchResult:
     entropies: dict[str, float]
     window: tuple[datetime, datetime] | None = None
     fallback_used: bool = False
+    confidence: float | None = None
     traces: dict[str, Any] = field(default_factory=dict)
 
 

@@ -131,7 +131,7 @@ def test_construction_cost_follows_the_model(minilm, chat_server, tmp_path):
 def test_retrieve_returns_routing_and_views(minilm):
     mem = memory(minilm)
     mem.add(turns(), space="u")
-    res = mem.retrieve("Which pet does Ana have?", space="u", top_k=6)
+    res = mem.retrieve("Which pet does Ana have?", space="u", top_k=6, fallback=False)
     assert sum(res.budgets.values()) == 6 and set(res.weights) == {"event", "affect", "time"}
     assert abs(sum(res.weights.values()) - 1) < 1e-9
     assert res.hits and all(set(h.views) <= {"event", "affect", "time"} for h in res.hits)
@@ -144,7 +144,8 @@ def test_retrieve_returns_routing_and_views(minilm):
 
 
 def test_fallback_adds_raw_turns_when_confidence_is_low(minilm):
-    always = Memory(None, Config(fallback_threshold=2.0, fallback_turns=3), text_encoder=CachedEncoder(minilm),
+    always = Memory(None, Config(fallback_confidence="score", fallback_threshold=2.0, fallback_turns=3,
+                                 fallback_fusion="score"), text_encoder=CachedEncoder(minilm),
                     affect_tagger=VaderAffectTagger(minilm))
     always.add(turns(), space="u")
     res = always.retrieve("Where does Ben work as a nurse?", space="u", top_k=4)
@@ -152,11 +153,33 @@ def test_fallback_adds_raw_turns_when_confidence_is_low(minilm):
     assert res.fallback_used and raw and raw[0].amu.amu_id.startswith("turn:")
     covered = {t for h in res.hits if h.views != ("raw",) for t in h.source_turn_ids}
     assert all(h.source_turn_ids[0] not in covered for h in raw)
-    never = Memory(None, Config(fallback_threshold=-2.0), text_encoder=CachedEncoder(minilm),
+    never = Memory(None, Config(fallback_confidence="score", fallback_threshold=-2.0), text_encoder=CachedEncoder(minilm),
                    affect_tagger=VaderAffectTagger(minilm))
     never.add(turns(), space="u")
     res = never.retrieve("Where does Ben work as a nurse?", space="u", top_k=4)
     assert not res.fallback_used and all(h.views != ("raw",) for h in res.hits)
+
+
+@pytest.mark.parametrize("threshold", [-1.0, 0.5, 1.01])
+def test_agreement_confidence_is_the_overlap_with_the_raw_turn_index(minilm, threshold):
+    m = 3
+    cfg = Config(fallback_confidence="agreement", fallback_agreement_k=m, fallback_threshold=threshold,
+                 fallback_turns=5, fallback_fusion="rrf")
+    mem = Memory(None, cfg, text_encoder=CachedEncoder(minilm), affect_tagger=VaderAffectTagger(minilm))
+    mem.add(turns(), space="u")
+    q = "Where does Ben work as a nurse?"
+    plain = mem.retrieve(q, space="u", top_k=4, fallback=False)
+    res = mem.retrieve(q, space="u", top_k=4)
+    assert plain.confidence is None and not plain.fallback_used
+    # by hand: first m distinct source turns of the memory's hits vs the raw-turn index's top m
+    mine = list(dict.fromkeys(t for h in plain.hits for t in h.source_turn_ids))[:m]
+    raw = [t.turn_id for t, _ in mem._turn_index("u").search(minilm.encode([q])[0], q, m, beta=cfg.bm25_weight)]
+    assert res.confidence == pytest.approx(len(set(mine) & set(raw)) / m)
+    assert res.fallback_used == (res.confidence < threshold)
+    if res.fallback_used:  # fused: every raw top-m turn is covered by the fused hits
+        assert set(raw) <= {t for h in res.hits for t in h.source_turn_ids}
+    else:
+        assert [h.amu.amu_id for h in res.hits] == [h.amu.amu_id for h in plain.hits]
 
 
 def test_temporal_window_favours_amus_in_range(minilm):

@@ -48,6 +48,37 @@ def test_entropy_matches_direct_formula():
     assert route({"v": s}, 3).entropies["v"] == pytest.approx(h, abs=1e-9)
 
 
+def test_leaf_similarities_exact_and_hnsw_against_brute_force():
+    from etamem.retrieval.retriever import leaf_index, top_similarities
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3000, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[7] + 0.3 * rng.standard_normal(32).astype(np.float32)
+    q /= np.linalg.norm(q)
+    brute = np.sort(x @ q)[::-1]
+    exact = top_similarities(leaf_index(x, exact_max=5000), q, len(x), 50)
+    np.testing.assert_allclose(exact, brute[:50], rtol=0, atol=1e-5)
+    assert top_similarities(leaf_index(x[:20], exact_max=5000), q, 20, 50).shape == (20,)  # all, if fewer
+    hnsw = leaf_index(x, exact_max=100)
+    assert hasattr(hnsw, "hnsw")
+    approx = top_similarities(hnsw, q, len(x), 50)
+    assert approx.shape == (50,) and np.all(np.diff(approx) <= 1e-6)  # best first
+    # approximate: nearly all of the true top 50 (compared by value: ties are measure-zero)
+    found = np.isclose(brute[:50][:, None], approx[None, :], atol=1e-5).any(axis=1)
+    assert found.mean() >= 0.9 and abs(approx[0] - brute[0]) < 1e-5
+    assert top_similarities(None, q, 0, 50).shape == (0,)
+
+
+def test_routing_on_all_leaves_equals_routing_on_enough_candidates():
+    rng = np.random.default_rng(4)
+    sims = {v: rng.uniform(0.1, 0.9, n) for v, n in (("event", 40), ("affect", 25), ("time", 7))}
+    best = {v: np.sort(s)[::-1][:256] for v, s in sims.items()}
+    full, top = route(sims, 20), route(best, 20)
+    assert full.budgets == top.budgets
+    assert all(abs(full.entropies[v] - top.entropies[v]) < 1e-12 for v in sims)
+
+
 def test_largest_remainder():
     assert largest_remainder({"a": 1, "b": 1, "c": 1}, 10) == {"a": 4, "b": 3, "c": 3}
     # exact shares 3.5, 1.75, 1.75: floors 3, 1, 1, the two largest remainders (b, c) get the rest

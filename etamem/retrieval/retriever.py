@@ -3,7 +3,8 @@
 A `SpaceIndex` is built from the views and the active AMUs whenever they changed (never per
 query): leaf-centroid matrices for routing (scored through FAISS), BM25 over node texts per
 view and over AMU texts (with their dates). A query is encoded per view (text for Event and
-Time, affective for Affect), its budget is routed across the views, each view runs a
+Time, affective for Affect), its budget is routed across the views (from the similarities of
+its best leaves per view, found through FAISS: exact up to `exact_max` leaves, HNSW above), each view runs a
 hierarchical beam search, and the union is deduplicated (best score, every view recorded),
 re-scored on one common scale and, for "when" questions or parsed time windows, boosted by
 time. Beam steps score at most B * b_max candidates with a NumPy dot product.
@@ -40,26 +41,37 @@ def amu_search_text(amu: AMU) -> str:
     return f"{amu.speaker}: {amu.text} {format_date(amu.timestamp)}"
 
 
-def _faiss_flat(vectors: np.ndarray):
-    """Exact inner-product FAISS index (on the GPU when faiss-gpu sees one), or None if empty."""
-    if vectors.shape[0] == 0:
+def leaf_index(vectors: np.ndarray, exact_max: int = 16384):
+    """FAISS inner-product index over leaf centroids ((n, d) float32 unit rows), or None if n = 0.
+
+    Exact (`IndexFlatIP`, on the GPU when faiss-gpu sees one) up to `exact_max` rows; above
+    that an HNSW graph (M 32), so routing cost grows about logarithmically with the leaves.
+    """
+    n = vectors.shape[0]
+    if n == 0:
         return None
     faiss = import_faiss()
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:  # pragma: no cover - no GPU here
-        index = faiss.index_cpu_to_all_gpus(index)
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if n <= exact_max:
+        index = faiss.IndexFlatIP(vectors.shape[1])
+        if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:  # pragma: no cover - no GPU here
+            index = faiss.index_cpu_to_all_gpus(index)
+    else:
+        index = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = 64
+    index.add(vectors)
     return index
 
 
-def _all_similarities(index, q: np.ndarray, n: int) -> np.ndarray:
-    """Cosines of q to all n vectors of a FAISS flat index, in index order: (n,) float32."""
+def top_similarities(index, q: np.ndarray, n: int, top: int) -> np.ndarray:
+    """Cosines of q to its `top` nearest of the n indexed vectors, best first: (min(top, n),) float32."""
     if index is None or n == 0:
         return np.zeros(0, np.float32)
-    sims, ids = index.search(q.reshape(1, -1).astype(np.float32), n)
-    out = np.empty(n, np.float32)
-    out[ids[0]] = sims[0]
-    return out
+    k = min(top, n)
+    if hasattr(index, "hnsw"):
+        index.hnsw.efSearch = max(k, 64)
+    sims, ids = index.search(q.reshape(1, -1).astype(np.float32), k)
+    return sims[0][ids[0] >= 0]
 
 
 @dataclass
@@ -84,8 +96,10 @@ class RetrievalResult:
 class SpaceIndex:
     """Everything a query needs for one space, derived from the views and active AMUs."""
 
-    def __init__(self, views: SpaceViews, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray):
+    def __init__(self, views: SpaceViews, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray, *,
+                 exact_max: int = 16384):
         self.views = views
+        self.exact_max = exact_max  # leaf indexes above this size are HNSW (see `leaf_index`)
         self.amus = amus
         self.ids = [a.amu_id for a in amus]
         self.row_of = {a: i for i, a in enumerate(self.ids)}
@@ -116,7 +130,7 @@ class SpaceIndex:
             amu_ids=lambda rows: [self.ids[r] for r in rows], node_lex=LexicalIndex(node_texts), amu_lex=self.amu_lex)
         leaves = [n for n in alive if tree.leaf_flag[n]]
         self.leaf_keys[name] = leaves
-        self.leaf_index[name] = _faiss_flat(tree.cent[leaves]) if leaves else None
+        self.leaf_index[name] = leaf_index(tree.cent[leaves], self.exact_max) if leaves else None
 
     def _index_time(self) -> None:
         forest = self.views.time
@@ -134,17 +148,19 @@ class SpaceIndex:
             node_lex=LexicalIndex([forest.node_text(k) for k in keys]), amu_lex=self.amu_lex)
         sessions = [k for k in keys if forest.nodes[k].level == "session"]
         self.leaf_keys["time"] = sessions
-        self.leaf_index["time"] = _faiss_flat(np.stack([cents[k] for k in sessions])) if sessions else None
+        self.leaf_index["time"] = leaf_index(np.stack([cents[k] for k in sessions]), self.exact_max) if sessions else None
 
     # --- query ------------------------------------------------------------------------------
     def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
-               trace: bool = False) -> RetrievalResult:
-        """Route `k` across `views`, beam-search each, merge, re-score and rank."""
+               routing_candidates: int = 256, trace: bool = False) -> RetrievalResult:
+        """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
+        beam-search each, merge, re-score and rank."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
-        sims = {v: _all_similarities(self.leaf_index[v], qv[v], len(self.leaf_keys[v])) for v in views}
+        sims = {v: top_similarities(self.leaf_index[v], qv[v], len(self.leaf_keys[v]), routing_candidates)
+                for v in views}
         plan = route(sims, k, mode=routing, temperature=temperature)
         q_nodes = {v: self.hierarchies[v].node_lex.query_ids(query) for v in views}
         q_amus = self.amu_lex.query_ids(query)

@@ -40,9 +40,11 @@ def route(similarities: dict[str, np.ndarray], k: int, *, mode: str = "entropy",
           temperature: float = 0.05) -> Routing:
     """Share budget `k` across views from each view's query-to-leaf cosines.
 
-    similarities: view -> (n_v,) cosines of the query to that view's leaves (Time: sessions);
-    an empty array means an empty view, which gets 0. "entropy": p = softmax(s / T),
-    g_v = 1 - H(p)/log(n_v) + EPS, budgets proportional to g_v; "mean": equal shares.
+    similarities: view -> (n_v,) cosines of the query to that view's leaves (Time: sessions),
+    or to its n_v best leaves (the retriever passes at most `routing_candidates`, so routing
+    does not grow with the view); an empty array means an empty view, which gets 0.
+    "entropy": p = softmax(s / T), g_v = 1 - H(p)/log(n_v) + EPS, budgets proportional to g_v;
+    "mean": equal shares.
     """
     if mode not in ("entropy", "mean"):
         raise ValueError(f"routing mode {mode!r}: expected 'entropy' or 'mean'")
