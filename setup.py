@@ -22,9 +22,9 @@ BASE = [
 EXTRAS = {
     "cpu": ["faiss-cpu>=1.8"],
     "gpu": ["faiss-gpu>=1.7"],
-    "bench": ["matplotlib>=3.7", "scikit-learn>=1.3"],
+    "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
     "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
-             "matplotlib>=3.7"],  # matplotlib: inspection plots
+             "matplotlib>=3.7"],  # matplotlib: inspection plots, benchmark plots
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
 }
@@ -36,7 +36,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.kernels", "etamem.prompts", "etamem.data"],
+    packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.kernels", "etamem.prompts", "etamem.data",
+              "etamem.bench"],
     package_dir={"etamem": "etamem", "etamem.kernels": "kernels", "etamem.prompts": "prompts"},
     package_data={"etamem.prompts": ["*.txt"], "etamem.data": ["*.json"]},
     install_requires=BASE,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections import defaultdict
@@ -30,49 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from etamem.bench.metrics import TOKEN, distinct_turns, normalise_evidence, rrf  # noqa: F401 (re-exported)
+
 DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10-dev.json"
-TOKEN = re.compile(r"\w+|[^\w\s]")
 CATEGORIES = (1, 2, 3, 4)
-
-
-def normalise_evidence(raw: list, known: set[str]) -> tuple[list[str], int]:
-    """(resolved turn ids, number skipped) for one question's evidence list."""
-    out, skipped = [], 0
-    for item in raw or []:
-        for part in re.split(r"[;\s,]+", str(item)):
-            if not part:
-                continue
-            m = re.fullmatch(r"D:?(\d+):0*(\d+)", part)
-            tid = f"D{int(m.group(1))}:{int(m.group(2))}" if m else part
-            if tid in known and tid not in out:
-                out.append(tid)
-            else:
-                skipped += 1
-    return out, skipped
-
-
-def distinct_turns(units: list[tuple[tuple[str, ...], str]], k: int) -> tuple[list[str], int]:
-    """First k distinct turn ids from ranked (source turn ids, text) units, and the context
-    tokens of the units needed to cover them."""
-    turns: list[str] = []
-    tokens = 0
-    for sources, text in units:
-        if len(turns) >= k:
-            break
-        new = [t for t in sources if t not in turns]
-        if not new:
-            continue
-        turns.extend(new)
-        tokens += len(TOKEN.findall(text))
-    return turns[:k], tokens
-
-
-def rrf(rankings: list[list[int]], k: int = 10) -> list[int]:
-    scores: dict[int, float] = defaultdict(float)
-    for ranking in rankings:
-        for rank, item in enumerate(ranking):
-            scores[item] += 1.0 / (k + rank + 1)
-    return sorted(scores, key=lambda i: (-scores[i], i))
 
 
 def build_store(mem, conversations, log) -> None:

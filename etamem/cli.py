@@ -1,4 +1,4 @@
-"""`etamem` command line: demo, ingest, search, ask."""
+"""`etamem` command line: demo, ingest, search, ask, bench."""
 from __future__ import annotations
 
 import argparse
@@ -408,7 +408,18 @@ def build_parser() -> argparse.ArgumentParser:
     common(a)
     a.set_defaults(func=cmd_ask)
     add_inspection_commands(sub, common, st)
+    add_bench_parser(sub)
     return p
+
+
+def add_bench_parser(sub) -> None:
+    """`etamem bench DATASET FILE`: the benchmark runner (etamem/bench/)."""
+    from .bench.cli import EPILOG, add_arguments, cmd_bench
+
+    b = sub.add_parser("bench", help="benchmark on LoCoMo / LongMemEval-S (retrieval, QA, ablations, cost, plots)",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(b)
+    b.set_defaults(func=cmd_bench)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,101 @@
+"""Construction-time ablations, injected into `Memory` (no engine code changes):
+
+- `TurnExtractor`: w/o AMUs — every turn (text + photo caption) is one unit;
+- `SharedTextTagger`: shared text representation — the Affect view is keyed by the text
+  embedding (polarity labels unchanged);
+- `SharedAffectEncoder`: shared affect representation — the Event view (and every text
+  vector: queries, raw turns) uses the affective embedding;
+- `CachingExtractor`: per-turn extraction cached by content hash (LongMemEval sessions repeat
+  across questions), in an SQLite table.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..extraction import turn_text
+from ..types import Turn
+
+CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect")
+
+
+class TurnExtractor:
+    """One unit per turn: its text with any photo caption ([] for an empty turn)."""
+
+    name = "turn"
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
+        text = turn_text(turn).strip()
+        return [text] if text else []
+
+
+class SharedTextTagger:
+    """Polarity from `tagger`, embedding from `text_encoder` (dim = text_encoder.dim)."""
+
+    def __init__(self, tagger: Any, text_encoder: Any):
+        self.tagger = tagger
+        self.text_encoder = text_encoder
+        self.dim = int(text_encoder.dim)
+        self.name = f"shared-text:{tagger.name}"
+
+    def tag(self, texts: list[str]):
+        from ..affect import AffectBatch
+
+        batch = self.tagger.tag(list(texts))
+        emb = np.asarray(self.text_encoder.encode(list(texts)), np.float32).reshape(len(batch), self.dim)
+        return AffectBatch(batch.polarities, batch.scores, emb)
+
+
+class SharedAffectEncoder:
+    """A text encoder returning `tagger`'s affective embeddings: (n, tagger.dim) float32."""
+
+    def __init__(self, tagger: Any):
+        self.tagger = tagger
+        self.dim = int(tagger.dim)
+        self.name = f"shared-affect:{tagger.name}"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.tagger.tag(list(texts)).embeddings, np.float32).reshape(len(texts), self.dim)
+
+
+class CachingExtractor:
+    """Wraps an extractor; results are kept in SQLite under sha256(extractor name, speaker,
+    turn content, context contents), so a session seen again is not extracted again."""
+
+    def __init__(self, inner: Any, path: str, name: str):
+        self.inner = inner
+        self.name = name
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS extractions (key TEXT PRIMARY KEY, units TEXT NOT NULL)")
+        self._conn.commit()
+        self.hits = self.misses = 0
+
+    def key(self, turn: Turn, context: Sequence[Turn]) -> str:
+        blob = json.dumps([self.name, [(t.speaker, turn_text(t), t.timestamp.isoformat()) for t in (*context, turn)]],
+                          ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
+        key = self.key(turn, context)
+        with self._lock:
+            row = self._conn.execute("SELECT units FROM extractions WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            self.hits += 1
+            return list(json.loads(row[0]))
+        units = list(self.inner.extract(turn, context))
+        self.misses += 1
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO extractions VALUES (?, ?)", (key, json.dumps(units)))
+            self._conn.commit()
+        return units
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,101 @@
+"""Command line of the benchmark runner: `etamem bench DATASET FILE` and
+`python -m benchmarks DATASET FILE` (the same arguments)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EPILOG = """systems (keys; groups: baselines, views, ablations, all):
+  full-context bm25-turns dense-turns hybrid-turns flat-amus etamem no-amus no-hierarchy
+  no-fallback event-only affect-only time-only event+affect event+time affect+time
+  mean-routing no-bm25 shared-text shared-affect etamem-rrf
+
+Without an LLM only retrieval metrics are computed (full-context is skipped). With
+--model (or ETAMEM_LLM_MODEL) and OPENAI_BASE_URL / OPENAI_API_KEY, AMUs are extracted by the
+LLM and every system is also scored on answers (judge accuracy, token F1, BLEU-1).
+A rerun with the same --out skips finished items; the LLM cache makes repeated calls free."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", choices=["locomo", "longmemeval"])
+    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json)")
+    p.add_argument("--out", default=None, help="results directory (default bench-results/<dataset>-<file stem>)")
+    p.add_argument("--systems", nargs="+", default=None, metavar="NAME", help="system keys or groups (default: all)")
+    p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo recall@K values (default 10 20 25)")
+    p.add_argument("--pool", type=int, default=None, help="units per system before cutting at K (default 80 / 100)")
+    p.add_argument("--qa-turns", type=int, default=None,
+                   help="distinct source turns in the answer context (default: config top_k, 20)")
+    p.add_argument("--model", default=None, help="answer and extraction model (default $ETAMEM_LLM_MODEL)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    p.add_argument("--judge-model", default=None, help="judge model (default: the answer model)")
+    p.add_argument("--judge-base-url", default=None)
+    p.add_argument("--no-llm", action="store_true", help="ignore any configured LLM (retrieval metrics only)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N conversations (LongMemEval: questions)")
+    p.add_argument("--conversations", nargs="+", default=None, metavar="ID", help="LoCoMo sample ids / LongMemEval question ids")
+    p.add_argument("--questions", nargs="+", default=None, metavar="QID",
+                   help="question ids (LoCoMo: <sample_id>:q<index in qa>)")
+    p.add_argument("--per-conversation", type=int, default=0, help="only the first N questions of each conversation")
+    p.add_argument("--seed", type=int, default=None, help="Config seed (everything random is seeded)")
+    p.add_argument("--stores", default=None, help="store directory (default <out>/stores); reused across runs")
+    p.add_argument("--config", default=None, help="JSON file with Config values")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="Config override, JSON value (e.g. --set top_k=20 --set bm25_weight=0.1)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--fresh", action="store_true", help="discard results in --out made with other settings")
+
+
+def options_from_args(args):
+    from .runner import BenchOptions
+
+    overrides = {}
+    if args.config:
+        overrides.update(json.loads(Path(args.config).read_text(encoding="utf-8")))
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    return BenchOptions(dataset=args.dataset, file=args.file, out=args.out, systems=args.systems, ks=args.ks,
+                        pool=args.pool, qa_turns=args.qa_turns, overrides=overrides, model=args.model,
+                        base_url=args.base_url, judge_model=args.judge_model, judge_base_url=args.judge_base_url,
+                        no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
+                        questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
+                        stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh)
+
+
+def cmd_bench(args) -> int:
+    from .report import markdown
+    from .runner import run
+
+    opts = options_from_args(args)
+    summary = run(opts)
+    out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
+    print(markdown(summary))
+    print(f"Results in {out}/ (report.md, summary.json, results.jsonl"
+          + ("" if opts.plots is False else ", categories.png, recall_vs_k.png, cost_accuracy.png")
+          + f"). Wall time {summary['wall_s']:.1f} s.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description="ETAMem benchmark runner",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    import logging
+    import os
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("etamem").setLevel(logging.INFO)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return cmd_bench(args)
+    except ValueError as exc:
+        print(f"benchmarks: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,112 @@
+"""Benchmark items read from the official files (unchanged): conversations with their
+questions, gold evidence and the date each question is asked."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..datasets import read_locomo, read_longmemeval
+from .metrics import normalise_evidence
+
+DATASETS = ("locomo", "longmemeval")
+LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
+LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
+                     "temporal-reasoning", "knowledge-update", "multi-session")
+
+
+@dataclass
+class BenchQuestion:
+    """One question. `category` is the LoCoMo category number as a string or the LongMemEval
+    `question_type`; `gold_turns` are resolved evidence turn ids (LoCoMo) or the user turns
+    marked `has_answer` (LongMemEval); `gold_sessions` only for LongMemEval."""
+
+    qid: str
+    space: str
+    question: str
+    answer: str
+    category: str
+    now: str | None
+    gold_turns: list[str] = field(default_factory=list)
+    gold_sessions: list[str] = field(default_factory=list)
+    abstention: bool = False
+    skipped_evidence: int = 0
+
+
+@dataclass
+class BenchConversation:
+    """One space to build: turns (dicts for `Memory.add`) and the questions asked of it."""
+
+    space: str
+    turns: list[dict[str, Any]]
+    questions: list[BenchQuestion]
+    user_turns: set[str] = field(default_factory=set)  # LongMemEval: turn-level keys
+
+    def content_hash(self) -> str:
+        blob = json.dumps(self.turns, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def load_locomo(path: str) -> list[BenchConversation]:
+    """LoCoMo samples; question ids `<sample_id>:q<index in qa>`; category 5 dropped; gold
+    evidence normalised (unresolvable ids counted in `skipped_evidence`)."""
+    out = []
+    for conv in read_locomo(path):
+        known = {t["turn_id"] for t in conv.turns}
+        now = conv.turns[-1]["timestamp"] if conv.turns else None  # asked after the last session
+        questions = []
+        for i, qa in enumerate(conv.questions):
+            if qa.get("category") == 5:
+                continue
+            gold, skipped = normalise_evidence(qa.get("evidence"), known)
+            questions.append(BenchQuestion(qid=f"{conv.space}:q{i}", space=conv.space, question=qa["question"],
+                                           answer=str(qa.get("answer", "")), category=str(qa.get("category")),
+                                           now=now, gold_turns=gold, skipped_evidence=skipped))
+        out.append(BenchConversation(conv.space, conv.turns, questions))
+    return out
+
+
+def load_longmemeval(path: str) -> list[BenchConversation]:
+    """LongMemEval: one space per question (its own haystack). Gold sessions are
+    `answer_session_ids`; gold turns the user turns with `has_answer`."""
+    out = []
+    for conv in read_longmemeval(path):
+        q = conv.questions[0]
+        user_turns = {t["turn_id"] for t in conv.turns if t["speaker"] == "user"}
+        gold_turns = [t["turn_id"] for t in conv.turns
+                      if t["speaker"] == "user" and t.get("extra", {}).get("has_answer")]
+        qid = str(q["question_id"])
+        bq = BenchQuestion(qid=qid, space=conv.space, question=q["question"], answer=str(q.get("answer", "")),
+                           category=str(q.get("question_type")), now=conv.question_date, gold_turns=gold_turns,
+                           gold_sessions=[str(s) for s in q.get("answer_session_ids") or []],
+                           abstention=qid.endswith("_abs"))
+        out.append(BenchConversation(conv.space, conv.turns, [bq], user_turns))
+    return out
+
+
+def load(dataset: str, path: str) -> list[BenchConversation]:
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
+    return load_locomo(path) if dataset == "locomo" else load_longmemeval(path)
+
+
+def select(conversations: list[BenchConversation], *, limit: int = 0, spaces: list[str] | None = None,
+           qids: list[str] | None = None, per_conversation: int = 0) -> list[BenchConversation]:
+    """Subset: named spaces, the first `limit` conversations, named question ids, the first
+    `per_conversation` questions of each; conversations left without questions are dropped."""
+    convs = [c for c in conversations if not spaces or c.space in spaces]
+    if spaces:
+        missing = sorted(set(spaces) - {c.space for c in convs})
+        if missing:
+            raise ValueError(f"--conversations: unknown id(s) {', '.join(missing)}")
+    convs = convs[: limit or None]
+    out = []
+    for c in convs:
+        qs = [q for q in c.questions if not qids or q.qid in qids]
+        qs = qs[: per_conversation or None]
+        if qs:
+            out.append(BenchConversation(c.space, c.turns, qs, c.user_turns))
+    if qids and not out:
+        raise ValueError("--questions: none of the given question ids was found")
+    return out

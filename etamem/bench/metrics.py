@@ -1,0 +1,163 @@
+"""Benchmark metrics: retrieval (no LLM) and answer quality (token F1, BLEU-1, judge verdicts).
+
+Retrieval:
+- LoCoMo evidence recall@K: the share of a question's evidence turns among the first K
+  *distinct* source turns of a ranking (an AMU stands for its source turns, first occurrence
+  wins).
+- LongMemEval (official definitions): over the ranked ids, `recall_any@k` = 1 if any gold id
+  is in the top k, `recall_all@k` = 1 if all are, `ndcg_any@k` = NDCG@k with binary relevance
+  (gain 1 per gold id, discount 1 / log2(rank + 1), rank 1-based; ideal = all gold ids first).
+
+Answers (LoCoMo-style normalisation: lower case, punctuation and the articles a/an/the dropped):
+- token F1 over the multisets of answer tokens;
+- BLEU-1 = brevity penalty x clipped unigram precision (BP = exp(1 - r/c) when c < r).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import string
+from collections import Counter
+from typing import Iterable, Sequence
+
+TOKEN = re.compile(r"\w+|[^\w\s]")  # context-token count (the LoCoMo retrieval benchmark's rule)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+# --- LoCoMo evidence -----------------------------------------------------------------------
+def normalise_evidence(raw: Iterable | None, known: set[str]) -> tuple[list[str], int]:
+    """(resolved turn ids, number skipped) for one question's evidence list.
+
+    `"D8:6; D9:17"` is split, `"D:11:26"` -> `D11:26`, `"D30:05"` -> `D30:5`; ids not in
+    `known` (and duplicates) are skipped and counted."""
+    out, skipped = [], 0
+    for item in raw or []:
+        for part in re.split(r"[;\s,]+", str(item)):
+            if not part:
+                continue
+            m = re.fullmatch(r"D:?(\d+):0*(\d+)", part)
+            tid = f"D{int(m.group(1))}:{int(m.group(2))}" if m else part
+            if tid in known and tid not in out:
+                out.append(tid)
+            else:
+                skipped += 1
+    return out, skipped
+
+
+def distinct_turns(units: Sequence[tuple[Sequence[str], str]], k: int) -> tuple[list[str], int]:
+    """First k distinct turn ids from ranked (source turn ids, text) units, and the context
+    tokens of the units needed to cover them."""
+    turns: list[str] = []
+    tokens = 0
+    for sources, text in units:
+        if len(turns) >= k:
+            break
+        new = [t for t in sources if t not in turns]
+        if not new:
+            continue
+        turns.extend(new)
+        tokens += len(TOKEN.findall(text))
+    return turns[:k], tokens
+
+
+def distinct(ids: Iterable[str]) -> list[str]:
+    """Ids in first-occurrence order."""
+    seen: dict[str, None] = {}
+    for i in ids:
+        seen.setdefault(i, None)
+    return list(seen)
+
+
+def evidence_recall(ranked_turns: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Share of `gold` among the first k of `ranked_turns` (already distinct)."""
+    if not gold:
+        raise ValueError("evidence_recall: empty gold list")
+    return len(set(ranked_turns[:k]) & set(gold)) / len(set(gold))
+
+
+def rrf(rankings: list[list[int]], k: int = 10) -> list[int]:
+    """Reciprocal-rank fusion of rankings of row indexes (ties by index)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+# --- LongMemEval (official retrieval metrics) ---------------------------------------------
+def recall_any(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    top = set(ranked[:k])
+    return float(any(g in top for g in gold))
+
+
+def recall_all(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    top = set(ranked[:k])
+    return float(all(g in top for g in gold))
+
+
+def _dcg(relevances: Sequence[float]) -> float:
+    return float(sum(r / math.log2(i + 2) for i, r in enumerate(relevances)))
+
+
+def ndcg_any(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """NDCG@k with binary relevance; 0 when there is no gold id."""
+    gold_set = set(gold)
+    ideal = _dcg([1.0] * min(len(gold_set), k))
+    if ideal == 0:
+        return 0.0
+    return _dcg([1.0 if r in gold_set else 0.0 for r in ranked[:k]]) / ideal
+
+
+# --- answers --------------------------------------------------------------------------------
+def normalise_answer(text: object) -> list[str]:
+    """Lower-cased tokens without punctuation and articles."""
+    s = str(text).lower().translate(_PUNCT)
+    return _ARTICLES.sub(" ", s).split()
+
+
+def token_f1(prediction: object, gold: object) -> float:
+    p, g = normalise_answer(prediction), normalise_answer(gold)
+    if not p or not g:
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def bleu1(prediction: object, gold: object) -> float:
+    c, r = normalise_answer(prediction), normalise_answer(gold)
+    if not c or not r:
+        return 0.0
+    clipped = sum((Counter(c) & Counter(r)).values())
+    bp = 1.0 if len(c) >= len(r) else math.exp(1.0 - len(r) / len(c))
+    return bp * clipped / len(c)
+
+
+def parse_verdict(reply: object) -> bool:
+    """True for a CORRECT judge verdict. Accepts parsed JSON ({"label": ...} or similar) or
+    text; raises ValueError when no verdict can be found."""
+    if isinstance(reply, str):
+        try:
+            reply = json.loads(reply)
+        except json.JSONDecodeError:
+            pass
+    if isinstance(reply, dict):
+        for key in ("label", "verdict", "answer", "result", "judgement", "judgment"):
+            if key in reply:
+                reply = reply[key]
+                break
+    text = str(reply).strip().upper()
+    if "WRONG" in text or "INCORRECT" in text:
+        return False
+    if "CORRECT" in text:
+        return True
+    raise ValueError(f"judge reply has no CORRECT/WRONG verdict: {str(reply)[:200]!r}")
+
+
+def mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,101 @@
+"""PNG plots of a run summary (matplotlib, Agg backend, imported lazily):
+per-category bars per system, recall against K, cost against accuracy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .report import main_k
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("plots need matplotlib: pip install 'etamem[bench]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _main_metric(summary: dict) -> tuple[str, str]:
+    if summary["dataset"] == "locomo":
+        k = main_k(summary)
+        return f"recall@{k}", f"evidence recall@{k}"
+    return "session_recall_all@10", "session recall_all@10"
+
+
+def write_plots(out: Path, summary: dict) -> list[Path]:
+    plt = _pyplot()
+    out = Path(out)
+    systems = summary["systems"]
+    cats = summary["categories"] + ["all"]
+    metric, metric_label = _main_metric(summary)
+    has_qa = any(s["qa"] for s in systems.values())
+    paths = []
+
+    # 1. per-category bars per system (retrieval; plus judge accuracy when answers exist)
+    panels = [("retrieval", metric, metric_label)] + ([("qa", "accuracy", "judge accuracy")] if has_qa else [])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.5 * len(panels)), squeeze=False)
+    colours = [plt.cm.tab20(i % 20) for i in range(len(systems))]
+    width = 0.85 / max(1, len(systems))
+    for ax, (part, name, label) in zip(axes[:, 0], panels):
+        for i, (key, s) in enumerate(systems.items()):
+            block = s[part] or {}
+            values = (block.get("metrics", {}).get(name, {}) if part == "retrieval" else block.get(name, {}))
+            ax.bar([c + i * width for c in range(len(cats))], [values.get(c) or 0.0 for c in cats], width,
+                   label=s["label"], color=colours[i])
+        ax.set_xticks([c + 0.425 - width / 2 for c in range(len(cats))])
+        ax.set_xticklabels([str(c) for c in cats], fontsize=9)
+        ax.set_ylabel(label)
+        ax.set_ylim(0, 1)
+    axes[0, 0].set_title(f"{summary['dataset']}: per category")
+    axes[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    paths.append(_save(fig, out / "categories.png", plt))
+
+    # 2. recall against K
+    if summary["dataset"] == "locomo":
+        series = [("recall@{k}", summary["settings"]["ks"], "evidence recall@K (all)")]
+    else:
+        series = [("session_recall_all@{k}", [5, 10], "session recall_all@K"),
+                  ("turn_recall_all@{k}", [5, 10, 50], "turn recall_all@K")]
+    fig, axes = plt.subplots(1, len(series), figsize=(6 * len(series) + 3, 5), squeeze=False)
+    for ax, (pattern, ks, label) in zip(axes[0], series):
+        ax.set_prop_cycle(color=[plt.cm.tab20(i % 20) for i in range(len(systems))])
+        for s in systems.values():
+            m = s["retrieval"]["metrics"]
+            ys = [m.get(pattern.format(k=k), {}).get("all") for k in ks]
+            if any(y is not None for y in ys):
+                ax.plot(ks, [y if y is not None else float("nan") for y in ys], marker="o", label=s["label"])
+        ax.set_xlabel("K")
+        ax.set_ylabel(label)
+    axes[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    paths.append(_save(fig, out / "recall_vs_k.png", plt))
+
+    # 3. cost against accuracy
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for s in systems.values():
+        if has_qa and s["qa"]:
+            x, y = s["qa"]["answer_tokens_per_question"], s["qa"]["accuracy"].get("all")
+        else:
+            x, y = s["retrieval"]["context_tokens"], s["retrieval"]["metrics"].get(metric, {}).get("all")
+        if x is None or y is None:
+            continue
+        ax.scatter([x], [y])
+        ax.annotate(s["label"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("answer tokens per question" if has_qa else "context tokens per question")
+    ax.set_ylabel("judge accuracy (all)" if has_qa else f"{metric_label} (all)")
+    ax.set_title("cost against accuracy")
+    fig.tight_layout()
+    paths.append(_save(fig, out / "cost_accuracy.png", plt))
+    return paths
+
+
+def _save(fig, path: Path, plt) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

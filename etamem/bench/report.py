@@ -1,0 +1,203 @@
+"""Summaries of a run's result records: JSON, a Markdown report and (plots.py) PNG plots."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
+from .metrics import mean
+from .systems import SystemSpec
+
+LME_COLUMNS = ("session_recall_any@5", "session_recall_all@5", "session_recall_all@10", "session_ndcg_any@10",
+               "turn_recall_any@10", "turn_recall_all@10", "turn_recall_all@50", "turn_ndcg_any@10")
+
+
+def atomic_write(path: Path, text: str | bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+    os.replace(tmp, path)
+
+
+def categories(dataset: str, convs: list[BenchConversation]) -> list[str]:
+    seen = {q.category for c in convs for q in c.questions}
+    order = [str(c) for c in LOCOMO_CATEGORIES] if dataset == "locomo" else list(LONGMEMEVAL_TYPES)
+    return [c for c in order if c in seen] + sorted(seen - set(order))
+
+
+def _by_category(recs: list[dict], value) -> dict[str, float]:
+    groups: dict[str, list[float]] = {}
+    for r in recs:
+        v = value(r)
+        if v is None:
+            continue
+        groups.setdefault(r["category"], []).append(v)
+        groups.setdefault("all", []).append(v)
+    return {c: mean(vs) for c, vs in groups.items()}
+
+
+def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSpec], records: dict,
+              settings: dict, *, wall_s: float, notes: list[str]) -> dict:
+    """Per-system metrics over the selected questions (records of other questions ignored)."""
+    questions = [q for c in convs for q in c.questions]
+    spaces = [c.space for c in convs]
+    systems = {}
+    for spec in specs:
+        rr = [records[k] for q in questions if (k := ("retrieval", spec.key, q.qid)) in records]
+        qa = [records[k] for q in questions if (k := ("qa", spec.key, q.qid)) in records]
+        names = sorted({m for r in rr for m in r["metrics"]})
+        builds = [records[k] for s in spaces if spec.construction and (k := ("build", spec.construction, s)) in records]
+        llm = {}
+        for b in builds:
+            for stage, cost in b.get("llm", {}).items():
+                tot = llm.setdefault(stage, {"calls": 0, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+                for f in tot:
+                    tot[f] += cost.get(f, 0)
+        systems[spec.key] = {
+            "label": spec.label, "construction": spec.construction,
+            "retrieval": {"questions": len(rr),
+                          "metrics": {m: _by_category(rr, lambda r, m=m: r["metrics"].get(m)) for m in names},
+                          "ms_per_query": mean(r["ms"] for r in rr),
+                          "context_tokens": mean(r["context_tokens"] for r in rr)},
+            "qa": None if not qa else {
+                "questions": len(qa), "judged": sum(r["correct"] is not None for r in qa),
+                "accuracy": _by_category(qa, lambda r: None if r["correct"] is None else float(r["correct"])),
+                "f1": _by_category(qa, lambda r: r["f1"]), "bleu1": _by_category(qa, lambda r: r["bleu1"]),
+                "answer_tokens_per_question": mean(r["prompt_tokens"] + r["completion_tokens"] for r in qa),
+                "judge_tokens_per_question": mean(r["judge_tokens"] for r in qa),
+                "ms_per_answer": mean(r["answer_ms"] for r in qa)},
+            "cost": {"build_spaces": len(builds), "build_wall_s": sum(b["wall_s"] for b in builds) if builds else None,
+                     "build_llm": llm, "build_amus": sum(b["amus"] for b in builds) if builds else None,
+                     "peak_rss_mb": max([r.get("peak_rss_mb", 0) for r in rr] + [b["peak_rss_mb"] for b in builds],
+                                        default=None)},
+        }
+    qids, spaces_set = {q.qid for q in questions}, set(spaces)
+    used = {s.construction for s in specs}
+    work = sum(r["wall_s"] for k, r in records.items() if k[0] == "build" and k[1] in used and k[2] in spaces_set)
+    work += sum(r.get("ms", 0.0) + r.get("answer_ms", 0.0) for k, r in records.items()
+                if k[0] != "build" and k[2] in qids and k[1] in systems) / 1000.0
+    info = {"questions": len(questions), "conversations": len(convs),
+            "skipped_evidence_ids": sum(q.skipped_evidence for q in questions)}
+    if dataset == "locomo":
+        info["questions_without_evidence"] = sum(not q.gold_turns for q in questions)
+    else:
+        info["abstention_questions"] = sum(q.abstention for q in questions)
+    return {"dataset": dataset, "file": settings["file"], "settings": settings, "data": info,
+            "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "work_s": work,
+            "notes": notes}
+
+
+def _f(v, digits: int = 3) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def main_k(summary: dict) -> int:
+    ks = summary["settings"]["ks"]
+    return 20 if 20 in ks else max(ks)
+
+
+def retrieval_table(summary: dict) -> list[str]:
+    cats, systems = summary["categories"], summary["systems"]
+    if summary["dataset"] == "locomo":
+        ks, k = summary["settings"]["ks"], main_k(summary)
+        head = (["system"] + [f"R@{x} all" for x in ks if x < k] + [f"R@{k} cat {c}" for c in cats]
+                + [f"R@{x} all" for x in ks if x >= k] + ["ctx tokens", "ms/q"])
+        rows = []
+        for s in systems.values():
+            m = s["retrieval"]["metrics"]
+            get = lambda name, c: m.get(name, {}).get(c)  # noqa: E731
+            rows.append([s["label"]] + [_f(get(f"recall@{x}", "all")) for x in ks if x < k]
+                        + [_f(get(f"recall@{k}", c)) for c in cats] + [_f(get(f"recall@{x}", "all")) for x in ks if x >= k]
+                        + [_f(s["retrieval"]["context_tokens"], 0), _f(s["retrieval"]["ms_per_query"], 1)])
+        return _table(head, rows)
+    head = ["system"] + [c.replace("session_", "S ").replace("turn_", "T ").replace("_any", "").replace("recall", "R")
+                         for c in LME_COLUMNS] + ["ms/q"]
+    rows = [[s["label"]] + [_f(s["retrieval"]["metrics"].get(c, {}).get("all")) for c in LME_COLUMNS]
+            + [_f(s["retrieval"]["ms_per_query"], 1)] for s in systems.values()]
+    lines = _table(head, rows)
+    lines += ["", "Session recall_all@10 per question type:", ""]
+    lines += _table(["system"] + cats, [[s["label"]] + [_f(s["retrieval"]["metrics"].get("session_recall_all@10", {})
+                                                           .get(c)) for c in cats] for s in systems.values()])
+    return lines
+
+
+def qa_table(summary: dict) -> list[str]:
+    cats = summary["categories"]
+    rows = []
+    for s in summary["systems"].values():
+        qa = s["qa"]
+        if qa is None:
+            continue
+        rows.append([s["label"]] + [_f(qa["accuracy"].get(c)) for c in cats]
+                    + [_f(qa["accuracy"].get("all")), _f(qa["f1"].get("all")), _f(qa["bleu1"].get("all")),
+                       _f(qa["answer_tokens_per_question"], 0), _f(qa["judge_tokens_per_question"], 0),
+                       str(qa["questions"] - qa["judged"])])
+    if not rows:
+        return []
+    head = ["system"] + [f"J {c}" for c in cats] + ["J all", "F1", "BLEU-1", "answer tok/q", "judge tok/q", "no verdict"]
+    return _table(head, rows)
+
+
+def cost_table(summary: dict) -> list[str]:
+    rows = []
+    for s in summary["systems"].values():
+        c, llm = s["cost"], s["cost"]["build_llm"]
+        calls = sum(v["calls"] + v["cached_calls"] for v in llm.values())
+        tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in llm.values())
+        qa = s["qa"] or {}
+        rows.append([s["label"], s["construction"] or "–", _f(c["build_wall_s"], 1),
+                     str(calls) if c["build_spaces"] else "–", str(tokens) if c["build_spaces"] else "–",
+                     _f(s["retrieval"]["ms_per_query"], 1), _f(qa.get("answer_tokens_per_question"), 0),
+                     _f(qa.get("ms_per_answer"), 0), _f(c["peak_rss_mb"], 0)])
+    return _table(["system", "store", "build s", "build LLM calls", "build LLM tokens", "ms/query",
+                   "answer tok/q", "ms/answer", "peak RSS MB"], rows)
+
+
+def markdown(summary: dict) -> str:
+    d, st = summary["data"], summary["settings"]
+    cfg = st["config"]
+    lines = [f"# Benchmark: {summary['dataset']} — {summary['file']}", "",
+             f"{d['questions']} questions in {d['conversations']} conversation(s)"
+             + (f" (category 5 excluded; {d['questions_without_evidence']} without resolvable evidence skipped for "
+                f"retrieval; {d['skipped_evidence_ids']} evidence ids did not resolve)" if summary["dataset"] == "locomo"
+                else f" ({d['abstention_questions']} abstention questions skipped for retrieval)")
+             + f". Wall time of this run: {summary['wall_s']:.1f} s; time spent on these results over all runs "
+             f"(store builds + retrieval + answers, from the records): {summary['work_s']:.0f} s.", "",
+             f"Settings: K (answer context, distinct turns) {st['qa_turns']}, beam B {cfg['beam_width']}, "
+             f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
+             f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
+             + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", "",
+             "## Retrieval (no LLM)", ""] + retrieval_table(summary)
+    qa = qa_table(summary)
+    if qa:
+        lines += ["", "## Answers (LLM): judge accuracy per category, token F1, BLEU-1", ""] + qa
+    lines += ["", "## Cost", "", "Build figures are per store (shared by every system on that store) and summed over "
+              "the selected conversations; a store built by an earlier run keeps its recorded cost; stores built later "
+              "reuse the embedding and extraction caches filled by earlier ones, so their build time is lower. "
+              "ms/query excludes question encoding (each conversation's questions are encoded once, in a batch, "
+              "for all systems). Peak RSS is the process peak when the system's results were recorded (systems "
+              "run in one process).", ""]
+    lines += cost_table(summary)
+    if summary["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]:
+    """summary.json, report.md and (plots=True) the PNG plots; returns the paths written."""
+    out = Path(out)
+    paths = [out / "summary.json", out / "report.md"]
+    atomic_write(paths[0], json.dumps(summary, indent=1))
+    atomic_write(paths[1], markdown(summary))
+    if plots:
+        from .plots import write_plots
+
+        paths += write_plots(out, summary)
+    return paths

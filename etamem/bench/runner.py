@@ -1,0 +1,282 @@
+"""The benchmark runner: systems x questions, resumable, one report per run.
+
+    from etamem.bench import BenchOptions, run
+    summary = run(BenchOptions("locomo", "locomo10-dev.json", out="bench-results/locomo"))
+
+Results are appended to `<out>/results.jsonl` as they are produced (one record per built
+space, per (system, question) retrieval and per (system, question) answer); a rerun with the
+same settings skips what is there, and the LLM cache (`<out>/llm_cache.sqlite`) makes any
+repeated call free. `<out>/settings.json` pins the settings the results were made with.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from .data import BenchConversation, BenchQuestion, load, select
+from .metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
+from .systems import SystemSpec, resolve_systems
+from .workbench import Workbench, peak_rss_mb
+
+log = logging.getLogger(__name__)
+
+LOCOMO_KS = (10, 20, 25)
+LME_SESSION_KS = (5, 10)
+LME_TURN_KS = (5, 10, 50)
+DEFAULT_POOL = {"locomo": 80, "longmemeval": 100}
+
+
+@dataclass
+class BenchOptions:
+    """Everything a run needs; `overrides` are Config values (e.g. {"top_k": 20})."""
+
+    dataset: str
+    file: str
+    out: str | None = None  # default bench-results/<dataset>-<file stem>
+    systems: list[str] | None = None  # keys or groups; default: all
+    ks: list[int] | None = None  # LoCoMo recall@K (default 10 20 25)
+    pool: int | None = None  # units each system returns before cutting at K
+    qa_turns: int | None = None  # distinct turns in the answer context (default config top_k)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None  # answer / construction LLM (default: config, then $ETAMEM_LLM_MODEL)
+    base_url: str | None = None
+    judge_model: str | None = None  # default: the answer model
+    judge_base_url: str | None = None
+    no_llm: bool = False
+    limit: int = 0
+    conversations: list[str] | None = None
+    questions: list[str] | None = None
+    per_conversation: int = 0
+    seed: int | None = None
+    stores: str | None = None  # default <out>/stores
+    progress: bool = False
+    plots: bool = True
+    fresh: bool = False  # discard earlier results in <out> made with other settings
+
+
+class ResultLog:
+    """Append-only JSONL of result records, indexed by (type, system or construction, id)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.records: dict[tuple, dict] = {}
+        if path.exists():
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:  # a line cut by an interrupted run
+                        continue
+                    self.records[self.key(rec)] = rec
+
+    @staticmethod
+    def key(rec: dict) -> tuple:
+        if rec["type"] == "build":
+            return ("build", rec["construction"], rec["space"])
+        return (rec["type"], rec["system"], rec["qid"])
+
+    def has(self, *key) -> bool:
+        return tuple(key) in self.records
+
+    def add(self, rec: dict) -> None:
+        self.records[self.key(rec)] = rec
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _config(opts: BenchOptions) -> Config:
+    values = dict(opts.overrides)
+    if opts.dataset == "longmemeval":  # the dataset's extraction and answer styles unless overridden
+        values.setdefault("extraction_style", "longmemeval")
+        values.setdefault("answer_style", "longmemeval")
+    if opts.seed is not None:
+        values["seed"] = opts.seed
+    if opts.model:
+        values["llm_model"] = opts.model
+    if opts.base_url:
+        values["llm_base_url"] = opts.base_url
+    if opts.no_llm:
+        values["llm_model"] = None
+    return Config.from_dict(values)
+
+
+def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) -> dict:
+    cfg = {k: v for k, v in config.to_dict().items() if k not in ("llm_api_key", "llm_cache_path")}
+    cfg["m_max_bounds"] = list(cfg["m_max_bounds"])
+    model = None if opts.no_llm else config.resolved_llm_model()
+    return {"dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
+            "qa_turns": qa_turns, "config": cfg, "llm_model": model,
+            "judge_model": None if model is None else (opts.judge_model or model)}
+
+
+def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
+    if dataset == "locomo":
+        return bool(q.gold_turns)
+    return not q.abstention and bool(q.gold_sessions)
+
+
+def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, units, ks, qa_turns: int,
+                      session_of: dict[str, str]) -> dict[str, float]:
+    """Metric name -> value for one ranking (see metrics.py for the definitions)."""
+    if dataset == "locomo":
+        ranked = distinct(t for u in units for t in u.sources)
+        return {f"recall@{k}": evidence_recall(ranked, q.gold_turns, k) for k in ks}
+    turns = distinct(t for u in units for t in u.sources)
+    sessions = distinct(session_of[t] for t in turns if t in session_of)
+    user = [t for t in turns if t in conv.user_turns]
+    out = {}
+    for level, ranked, gold, levels_ks in (("session", sessions, q.gold_sessions, LME_SESSION_KS),
+                                           ("turn", user, q.gold_turns, LME_TURN_KS)):
+        if not gold:
+            continue
+        for k in levels_ks:
+            out[f"{level}_recall_any@{k}"] = recall_any(ranked, gold, k)
+            out[f"{level}_recall_all@{k}"] = recall_all(ranked, gold, k)
+            out[f"{level}_ndcg_any@{k}"] = ndcg_any(ranked, gold, k)
+    return out
+
+
+def _make_llms(opts: BenchOptions, config: Config, out: Path):
+    if opts.no_llm:
+        return None, None
+    from ..llm import LLMClient
+
+    cache = str(out / "llm_cache.sqlite")
+    llm = LLMClient.from_config(config, cache_path=cache)
+    if llm is None:
+        return None, None
+    if not opts.judge_model or (opts.judge_model == llm.model and not opts.judge_base_url):
+        return llm, llm
+    judge_cfg = config.replace(llm_model=opts.judge_model, llm_base_url=opts.judge_base_url or config.llm_base_url)
+    return llm, LLMClient.from_config(judge_cfg, cache_path=cache)
+
+
+def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
+    """Run the benchmark; writes results.jsonl, summary.json, report.md and plots under
+    `opts.out` and returns the summary dict. text_encoder / affect_tagger: injected models."""
+    from . import report
+
+    t_start = time.perf_counter()
+    config = _config(opts)
+    specs = resolve_systems(opts.systems)
+    ks = sorted(set(opts.ks or LOCOMO_KS))
+    pool = opts.pool or DEFAULT_POOL[opts.dataset]
+    qa_turns = opts.qa_turns or config.top_k
+    convs = select(load(opts.dataset, opts.file), limit=opts.limit, spaces=opts.conversations,
+                   qids=opts.questions, per_conversation=opts.per_conversation)
+    out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    settings = _settings(opts, config, ks, pool, qa_turns)
+    settings_path = out / "settings.json"
+    if settings_path.exists():
+        old = json.loads(settings_path.read_text(encoding="utf-8"))
+        if old != settings:
+            if not opts.fresh:
+                diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+                raise ValueError(f"{out} holds results made with other settings ({', '.join(diff)} differ); "
+                                 "use another --out, or --fresh to discard them")
+            for name in ("results.jsonl", "stores"):
+                target = out / name
+                shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    report.atomic_write(settings_path, json.dumps(settings, indent=1))
+    results = ResultLog(out / "results.jsonl")
+    llm, judge = _make_llms(opts, config, out)
+    notes: list[str] = []
+    if llm is None:
+        notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
+                     "full context skipped. Set --model / ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY.")
+        skipped = [s for s in specs if s.needs_llm]
+        if skipped:
+            log.warning("skipping %s: needs an LLM (none configured)", ", ".join(s.key for s in skipped))
+        specs = [s for s in specs if not s.needs_llm]
+    stores = Path(opts.stores) if opts.stores else out / "stores"
+    wb = Workbench(config, stores, pool=pool, text_encoder=text_encoder, affect_tagger=affect_tagger, llm=llm)
+    builds = ResultLog(stores / "builds.jsonl")  # a store's construction cost travels with it
+    for key, rec in builds.records.items():
+        if key not in results.records:
+            results.add(rec)
+    bar = None
+    if opts.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(len(c.questions) for c in convs), unit="q", desc=f"bench {opts.dataset}")
+    try:
+        for conv in convs:
+            _run_conversation(opts.dataset, conv, specs, wb, results, builds, llm, judge, ks, qa_turns, config)
+            if bar is not None:
+                bar.update(len(conv.questions))
+            log.info("%s: done", conv.space)
+    finally:
+        if bar is not None:
+            bar.close()
+        wb.close()
+        for client in {id(c): c for c in (llm, judge) if c is not None}.values():
+            client.close()
+    wall = time.perf_counter() - t_start
+    summary = report.summarise(opts.dataset, convs, specs, results.records, settings, wall_s=wall, notes=notes)
+    report.write_reports(out, summary, plots=opts.plots)
+    return summary
+
+
+def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemSpec], wb: Workbench,
+                      results: ResultLog, builds: ResultLog, llm, judge, ks, qa_turns: int, config: Config) -> None:
+    from .qa import answer_and_judge, answer_prompt, units_for_context
+
+    session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
+    encoded = False
+    for spec in specs:
+        todo = []
+        for q in conv.questions:
+            need_r = (spec.kind != "full_context" and eligible_for_retrieval(dataset, q)
+                      and not results.has("retrieval", spec.key, q.qid))
+            need_qa = llm is not None and not results.has("qa", spec.key, q.qid)
+            if need_r or need_qa:
+                todo.append((q, need_r, need_qa))
+        if not todo:
+            continue
+        if spec.construction and not wb.is_built(spec.construction, conv):
+            log.info("building %s store for %s", spec.construction, conv.space)
+            rec = {"type": "build", **wb.build(spec.construction, conv)}
+            builds.add(rec)
+            results.add(rec)
+        turns = wb._turns(conv)[0]
+        if not encoded and spec.kind != "full_context":  # one batch, shared by all systems (not timed)
+            wb.text_encoder.encode([q.question for q in conv.questions])
+            encoded = True
+        turn_map = {t.turn_id: t for t in turns}
+        for q, need_r, need_qa in todo:
+            ranking = None
+            if spec.kind != "full_context":
+                t0 = time.perf_counter()
+                ranking = wb.rank(spec, conv, q)
+                ms = 1000 * (time.perf_counter() - t0)
+            if need_r:
+                _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)
+                results.add({"type": "retrieval", "system": spec.key, "qid": q.qid, "space": conv.space,
+                             "category": q.category, "ms": ms, "context_tokens": ctx,
+                             "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
+                             "peak_rss_mb": peak_rss_mb()})
+            if need_qa:
+                if ranking is None:
+                    prompt = answer_prompt(dataset, q, conversation=turns, tz=config.default_timezone)
+                else:
+                    units = units_for_context(ranking.units, qa_turns)
+                    chosen = set(units)
+                    hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
+                    prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
+                                           time_summaries=wb.time_summaries(spec, conv.space, hits))
+                rec = answer_and_judge(prompt, q, llm, judge)
+                results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
+                             "category": q.category, "abstention": q.abstention, **rec})
+
+
+__all__ = ["BenchOptions", "run", "ResultLog", "retrieval_metrics"]

@@ -1,0 +1,96 @@
+"""The systems a benchmark run compares, by name, and what each returns for a question: a
+ranked list of `Unit`s (source turn ids + text), best first.
+
+Flat baselines rank raw turns (BM25, dense, hybrid by reciprocal-rank fusion with k 10; turn
+text `speaker: text`, plus the date for BM25) or AMUs ((1 - beta) * cos + beta * BM25n, no
+hierarchy). ETAMem systems call `Memory.retrieve` on a store built once per construction
+(`amu`: the configured extractor; `turn`: turns as units; `shared_text` / `shared_affect`:
+one representation for both semantic views); retrieval-time ablations (views, routing,
+fallback, beta, beam) share the `amu` store. `full-context` puts the whole conversation in
+the answer prompt (LLM only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+ALL_VIEWS = ("event", "affect", "time")
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    key: str
+    label: str
+    kind: str  # full_context | bm25_turns | dense_turns | hybrid_turns | flat_amus | etamem
+    construction: str | None = None  # store read by the system (None: raw turns only)
+    overrides: tuple[tuple[str, Any], ...] = ()  # Config changes applied at query time
+    views: tuple[str, ...] = ALL_VIEWS
+    routing: str | None = None  # None: the config's
+    fallback: bool = True
+
+    @property
+    def needs_llm(self) -> bool:
+        return self.kind == "full_context"
+
+
+def _eta(key: str, label: str, **kw) -> SystemSpec:
+    return SystemSpec(key, label, "etamem", kw.pop("construction", "amu"), **kw)
+
+
+SYSTEMS: tuple[SystemSpec, ...] = (
+    SystemSpec("full-context", "Full context (LLM only)", "full_context"),
+    SystemSpec("bm25-turns", "flat BM25 (turns)", "bm25_turns"),
+    SystemSpec("dense-turns", "flat dense (turns)", "dense_turns"),
+    SystemSpec("hybrid-turns", "flat hybrid RRF (turns)", "hybrid_turns"),
+    SystemSpec("flat-amus", "flat hybrid (AMUs, no hierarchy)", "flat_amus", "amu"),
+    _eta("etamem", "ETAMem full"),
+    _eta("no-amus", "w/o AMUs (turns as units)", construction="turn"),
+    _eta("no-hierarchy", "w/o hierarchy (exhaustive beam)", overrides=(("beam_width", 1_000_000),)),
+    _eta("no-fallback", "w/o fallback", fallback=False),
+    _eta("event-only", "Event view only", views=("event",)),
+    _eta("affect-only", "Affect view only", views=("affect",)),
+    _eta("time-only", "Time view only", views=("time",)),
+    _eta("event+affect", "Event + Affect", views=("event", "affect")),
+    _eta("event+time", "Event + Time", views=("event", "time")),
+    _eta("affect+time", "Affect + Time", views=("affect", "time")),
+    _eta("mean-routing", "mean routing", routing="mean"),
+    _eta("no-bm25", "no BM25 (beta = 0)", overrides=(("bm25_weight", 0.0),)),
+    _eta("shared-text", "shared text representation", construction="shared_text"),
+    _eta("shared-affect", "shared affect representation", construction="shared_affect"),
+    _eta("etamem-rrf", "ETAMem full + raw-turn RRF (always)",
+         overrides=(("fallback_threshold", 2.0), ("fallback_turns", 40), ("fallback_fusion", "rrf"))),
+)
+BY_KEY = {s.key: s for s in SYSTEMS}
+GROUPS = {
+    "baselines": ["full-context", "bm25-turns", "dense-turns", "hybrid-turns", "flat-amus"],
+    "views": ["event-only", "affect-only", "time-only", "event+affect", "event+time", "affect+time"],
+    "ablations": ["no-amus", "no-hierarchy", "no-fallback", "mean-routing", "no-bm25", "shared-text",
+                  "shared-affect"],
+    "all": [s.key for s in SYSTEMS],
+}
+DEFAULT_SYSTEMS = [s.key for s in SYSTEMS]
+
+
+def resolve_systems(names: list[str] | None) -> list[SystemSpec]:
+    """Specs for system keys or group names (baselines, views, ablations, all), in order,
+    without repeats; ValueError naming unknown ones."""
+    keys: list[str] = []
+    for name in names or DEFAULT_SYSTEMS:
+        for key in GROUPS.get(name, [name]):
+            if key not in BY_KEY:
+                raise ValueError(f"unknown system {key!r}; known: {', '.join(BY_KEY)} "
+                                 f"or groups {', '.join(GROUPS)}")
+            if key not in keys:
+                keys.append(key)
+    return [BY_KEY[k] for k in keys]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One ranked retrieval unit: an AMU (or a raw turn) with its source turns."""
+
+    sources: tuple[str, ...]
+    text: str
+    timestamp: datetime
+    views: tuple[str, ...]

@@ -1,0 +1,230 @@
+"""Stores and rankings for a benchmark run: one store per construction (built once per
+space and reused by every system and every rerun), shared models, flat indexes per space."""
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..types import Hit, StageCost
+from .ablations import CONSTRUCTIONS, CachingExtractor, SharedAffectEncoder, SharedTextTagger, TurnExtractor
+from .data import BenchConversation, BenchQuestion
+from .metrics import rrf
+from .systems import SystemSpec, Unit
+
+log = logging.getLogger(__name__)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, dict[str, int]]:
+    out = {}
+    for stage, cost in after.items():
+        d = cost - before.get(stage, StageCost())
+        if d != StageCost():
+            out[stage] = {"calls": d.calls, "cached_calls": d.cached_calls, "prompt_tokens": d.prompt_tokens,
+                          "completion_tokens": d.completion_tokens}
+    return out
+
+
+@dataclass
+class Ranking:
+    units: list[Unit]
+    hits: list[Hit] = field(default_factory=list)  # ETAMem systems: the hits behind the units
+
+
+class Workbench:
+    """Models, stores and per-space indexes. `root`: directory of the stores (one
+    sub-directory per construction) and the embedding / extraction caches.
+
+    text_encoder / affect_tagger / llm: injected models (default: from `config`)."""
+
+    def __init__(self, config: Config, root: str | Path, *, pool: int = 80, text_encoder=None, affect_tagger=None,
+                 llm=None):
+        self.config = config
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.pool = pool
+        self.llm = llm
+        self._inner_encoder = text_encoder
+        self._text_encoder = None
+        self._affect_tagger = affect_tagger
+        self._mems: dict[str, Any] = {}
+        self._extraction_caches: list[CachingExtractor] = []
+        self._embed_store = None
+        self._flat: dict[tuple[str, str], Any] = {}
+
+    # --- models ------------------------------------------------------------------------
+    @property
+    def text_encoder(self):
+        if self._text_encoder is None:
+            from ..encoders import CachedEncoder, make_text_encoder
+            from ..store import Store
+
+            self._embed_store = Store(self.root / "embeddings.sqlite")
+            if self._inner_encoder is None:
+                self._text_encoder = make_text_encoder(self.config, persist=self._embed_store)
+            else:
+                self._text_encoder = CachedEncoder(self._inner_encoder, persist=self._embed_store)
+        return self._text_encoder
+
+    @property
+    def affect_tagger(self):
+        if self._affect_tagger is None:
+            from ..affect import make_affect_tagger
+
+            self._affect_tagger = make_affect_tagger(self.config, self.text_encoder)
+        return self._affect_tagger
+
+    def _extractor(self, construction: str):
+        if construction == "turn":
+            return TurnExtractor()
+        from ..extraction import LLMExtractor, RuleExtractor
+
+        cfg = self.config
+        rule = RuleExtractor(min_words=cfg.min_amu_words)
+        use_llm = cfg.extractor == "llm" or (cfg.extractor == "auto" and self.llm is not None)
+        if use_llm and self.llm is None:
+            raise ValueError("config extractor='llm' needs an LLM: pass --model or set ETAMEM_LLM_MODEL")
+        inner = LLMExtractor(self.llm, style=cfg.extraction_style, fallback=rule) if use_llm else rule
+        name = (f"llm:{self.llm.model}:{cfg.extraction_style}" if use_llm else f"rule:{cfg.min_amu_words}")
+        cache = CachingExtractor(inner, str(self.root / "extractions.sqlite"), name)
+        self._extraction_caches.append(cache)
+        return cache
+
+    def memory(self, construction: str):
+        """The Memory of one construction (`amu`, `turn`, `shared_text`, `shared_affect`)."""
+        if construction not in CONSTRUCTIONS:
+            raise ValueError(f"construction: expected one of {CONSTRUCTIONS}, got {construction!r}")
+        if construction not in self._mems:
+            from ..memory import Memory
+
+            encoder, tagger = self.text_encoder, self.affect_tagger
+            if construction == "shared_text":
+                tagger = SharedTextTagger(tagger, encoder)
+            elif construction == "shared_affect":
+                encoder = SharedAffectEncoder(tagger)
+            self._mems[construction] = Memory(self.root / construction, self.config, text_encoder=encoder,
+                                              affect_tagger=tagger, llm=self.llm,
+                                              extractor=self._extractor(construction))
+        return self._mems[construction]
+
+    def is_built(self, construction: str, conv: BenchConversation) -> bool:
+        path = self.root / construction / "memory.sqlite"
+        if construction not in self._mems and not path.exists():
+            return False
+        mem = self.memory(construction)
+        return (conv.space in mem.spaces() and mem.store.count_turns(conv.space) == len(conv.turns)
+                and not mem.store.open_sessions(conv.space))
+
+    def build(self, construction: str, conv: BenchConversation) -> dict:
+        """Ingest one conversation into the construction's store (a partial space left by an
+        interrupted run is deleted first); returns its construction cost."""
+        mem = self.memory(construction)
+        if conv.space in mem.spaces():
+            mem.delete(conv.space)
+        before = self.llm.usage() if self.llm is not None else {}
+        t0 = time.perf_counter()
+        for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
+            mem.add(list(session), space=conv.space)
+        mem.end_session(conv.space)
+        wall = time.perf_counter() - t0
+        llm = usage_delta(before, self.llm.usage()) if self.llm is not None else {}
+        return {"construction": construction, "space": conv.space, "wall_s": wall, "turns": len(conv.turns),
+                "amus": mem.store.count_amus(conv.space), "llm": llm, "peak_rss_mb": peak_rss_mb()}
+
+    # --- rankings ------------------------------------------------------------------------
+    def _turns(self, conv: BenchConversation):
+        key = ("turns", conv.space)
+        if key not in self._flat:
+            from ..inputs import normalise_turns
+            from ..retrieval import LexicalIndex, turn_text
+            from ..retrieval.flat import FlatHybridIndex
+            from ..timeparse import format_date
+
+            self._drop_other_spaces(conv.space)
+            turns = normalise_turns(conv.turns, conv.space, default_tz=self.config.default_timezone)
+            texts = [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns]
+            vecs = self.text_encoder.encode([turn_text(t) for t in turns])
+            self._flat[key] = (turns, LexicalIndex(texts), FlatHybridIndex(vecs, texts))
+        return self._flat[key]
+
+    def _amus(self, conv: BenchConversation):
+        key = ("amus", conv.space)
+        if key not in self._flat:
+            from ..retrieval import amu_search_text
+            from ..retrieval.flat import FlatHybridIndex
+
+            self._drop_other_spaces(conv.space)
+            mem = self.memory("amu")
+            amus = mem.list(conv.space)
+            vecs = mem.store.amu_vectors(conv.space, "text", [a.amu_id for a in amus])
+            self._flat[key] = (amus, FlatHybridIndex(vecs, [amu_search_text(a) for a in amus]))
+        return self._flat[key]
+
+    def _drop_other_spaces(self, space: str) -> None:
+        for key in [k for k in self._flat if k[1] != space]:
+            del self._flat[key]
+
+    def rank(self, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion) -> Ranking:
+        """The system's ranked units for the question (at most `pool` units)."""
+        from ..retrieval import turn_text
+
+        pool, question = self.pool, q.question
+        if spec.kind in ("bm25_turns", "dense_turns", "hybrid_turns"):
+            turns, lex, dense = self._turns(conv)
+            if spec.kind == "bm25_turns":
+                s = lex.scores_all(question)
+                order = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:pool]]
+            else:
+                qv = self.text_encoder.encode([question])[0]
+                by_dense = [r.index for r in dense.search(qv, question, pool if spec.kind == "dense_turns"
+                                                          else len(turns), beta=0.0)]
+                if spec.kind == "dense_turns":
+                    order = by_dense
+                else:
+                    s = lex.scores_all(question)
+                    by_bm25 = [int(i) for i in np.lexsort((np.arange(len(s)), -s)) if s[i] > 0]
+                    order = rrf([by_bm25, by_dense], self.config.rrf_k)[:pool]
+            return Ranking([Unit((turns[i].turn_id,), turn_text(turns[i]), turns[i].timestamp, ("turn",))
+                            for i in order])
+        if spec.kind == "flat_amus":
+            amus, index = self._amus(conv)
+            qv = self.text_encoder.encode([question])[0]
+            found = index.search(qv, question, pool, beta=self.config.bm25_weight)
+            return Ranking([Unit(amus[r.index].source_turn_ids, amus[r.index].text, amus[r.index].timestamp,
+                                 ("flat",)) for r in found])
+        if spec.kind == "etamem":
+            mem = self.memory(spec.construction or "amu")
+            base = mem.config
+            mem.config = base.replace(**dict(spec.overrides)) if spec.overrides else base
+            try:  # read at call time; the cached indexes do not depend on these settings
+                hits = mem.retrieve(question, conv.space, top_k=pool, now=q.now, views=spec.views,
+                                    routing=spec.routing, fallback=spec.fallback).hits
+            finally:
+                mem.config = base
+            return Ranking([Unit(h.source_turn_ids, h.amu.text, h.amu.timestamp, h.views) for h in hits], hits)
+        raise ValueError(f"system {spec.key!r} ({spec.kind}) does not rank")
+
+    def time_summaries(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
+        if spec.kind != "etamem" or not hits:
+            return ""
+        return self.memory(spec.construction or "amu")._time_summaries(space, hits)
+
+    def close(self) -> None:
+        for mem in self._mems.values():
+            mem.close()
+        for cache in self._extraction_caches:
+            cache.close()
+        if self._embed_store is not None:
+            self._embed_store.close()
