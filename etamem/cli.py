@@ -12,7 +12,7 @@ from importlib import resources
 from itertools import groupby
 from pathlib import Path
 
-from .config import Config
+from .config import Config, parse_overrides
 
 
 def _setup_logging(verbosity: int) -> None:
@@ -27,17 +27,10 @@ def _setup_logging(verbosity: int) -> None:
 
 
 def _config(args) -> Config:
-    values = {}
-    if getattr(args, "config", None):
-        values.update(json.loads(Path(args.config).read_text(encoding="utf-8")))
-    for item in getattr(args, "set", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects key=value, got {item!r}")
-        try:
-            values[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            values[key] = raw
+    try:
+        values = parse_overrides(getattr(args, "set", None), getattr(args, "config", None))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     return Config.from_dict(values)
 
 
@@ -270,9 +263,9 @@ def cmd_export(args) -> int:
         text = json.dumps(export_store(mem, [args.space] if args.space else None).to_dict(), ensure_ascii=False,
                           indent=args.indent)
     if args.out:
-        from .viz import _atomic_write
+        from .output import atomic_write
 
-        _atomic_write(Path(args.out), text.encode("utf-8"))
+        atomic_write(args.out, text)
         print(f"wrote {args.out} ({len(text) / 1e6:.1f} MB)", file=sys.stderr)
     else:
         print(text)

@@ -6,6 +6,7 @@ environment (`ETAMEM_LLM_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`) when left 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -151,3 +152,22 @@ class Config:
 
     def resolved_llm_api_key(self) -> str | None:
         return self.llm_api_key or os.environ.get("OPENAI_API_KEY") or None
+
+
+def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Config values from a JSON file (optional) then `key=value` items, later ones winning;
+    each value is read as JSON, or kept as a string when it is not JSON. A malformed item
+    raises ValueError naming it. Keys are checked by `Config.from_dict`."""
+    values: dict[str, Any] = {}
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            values.update(json.load(f))
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values

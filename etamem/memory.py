@@ -345,7 +345,7 @@ class Memory:
             by_id = {a.amu_id: a for a in index.amus}
             hits = [Hit(amu=by_id[a], score=s, views=v, source_turn_ids=by_id[a].source_turn_ids)
                     for a, s, v in result.ranked[:k]]
-            used = confidence = None
+            used, confidence = False, None
             if fallback:
                 confidence, found = self._confidence(space, query, q_text, hits)
                 used = confidence < cfg.fallback_threshold
@@ -353,7 +353,7 @@ class Memory:
                     hits = self._with_fallback(space, query, q_text, hits, k, found)
         window = None if result.window is None else (result.window.start, result.window.end)
         return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
-                            entropies=result.routing.entropies, window=window, fallback_used=bool(used),
+                            entropies=result.routing.entropies, window=window, fallback_used=used,
                             confidence=confidence,
                             traces=result.traces)
 

@@ -10,40 +10,15 @@ thresholds.png and projection.png. `write_all(mem, space, out_dir)` does both.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .output import atomic_write, pyplot, save_png
 from .inspect import VIEWS, NodeInfo, Projection, SpaceStats, projection, space_stats, subtree
 
 POLARITY_COLOURS = {"negative": "#d62728", "neutral": "#7f7f7f", "positive": "#2ca02c"}
 VIEW_COLOURS = {"raw": "#bcbd22", "event": "#1f77b4", "affect": "#ff7f0e", "time": "#9467bd", "none": "#000000"}
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ImportError("PNG plots need matplotlib: pip install 'etamem[inspect]'") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 # --- HTML ------------------------------------------------------------------------------------------
@@ -151,7 +126,7 @@ def render_html(stats: SpaceStats, views: dict[str, NodeInfo]) -> str:
 
 def write_html(path, stats: SpaceStats, views: dict[str, NodeInfo]) -> Path:
     path = Path(path)
-    _atomic_write(path, render_html(stats, views).encode("utf-8"))
+    atomic_write(path, render_html(stats, views))
     return path
 
 
@@ -177,17 +152,8 @@ def _layout(root: NodeInfo) -> tuple[list[tuple[float, float, float, float]], li
     return edges, nodes
 
 
-def _save(fig, path: Path) -> Path:
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi)
-    _atomic_write(path, buf.getvalue())
-    return path
-
-
 def plot_tree_shapes(path, views: dict[str, NodeInfo], stats: SpaceStats) -> Path:
-    plt = _pyplot()
+    plt = pyplot("inspect")
     fig, axes = plt.subplots(1, len(views), figsize=(5.2 * len(views), 4.2), dpi=90)
     axes = axes if len(views) > 1 else [axes]
     for ax, (name, root) in zip(axes, views.items()):
@@ -206,14 +172,11 @@ def plot_tree_shapes(path, views: dict[str, NodeInfo], stats: SpaceStats) -> Pat
         ax.set_yticks(sorted({int(y) for _, y, _, _ in nodes}))
         ax.set_yticklabels([str(-int(y)) for y in sorted({int(y) for _, y, _, _ in nodes})])
     fig.suptitle(f"Tree shapes of {stats.space} (dot area ~ AMUs; green = leaf/session)", fontsize=11)
-    fig.tight_layout()
-    out = _save(fig, Path(path))
-    plt.close(fig)
-    return out
+    return save_png(fig, path)
 
 
 def plot_leaf_sizes(path, stats: SpaceStats) -> Path:
-    plt = _pyplot()
+    plt = pyplot("inspect")
     from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), dpi=90)
@@ -229,16 +192,13 @@ def plot_leaf_sizes(path, stats: SpaceStats) -> Path:
         ax.set_title(f"{name}: {'AMUs per session' if name == 'time' else 'AMUs per leaf'}", fontsize=10)
         ax.set_xlabel("size")
         ax.set_ylabel("count")
-    fig.tight_layout()
-    out = _save(fig, Path(path))
-    plt.close(fig)
-    return out
+    return save_png(fig, path)
 
 
 def plot_thresholds(path, stats: SpaceStats) -> Path:
     """Per semantic tree: tau_new / tau_coh / tau_merge and the Otsu threshold (top) and
     M_max (bottom) after each calibration update; dotted lines are the initial values."""
-    plt = _pyplot()
+    plt = pyplot("inspect")
     from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 5.2), dpi=90, sharex="col", height_ratios=(2.2, 1))
@@ -263,14 +223,11 @@ def plot_thresholds(path, stats: SpaceStats) -> Path:
         bottom.set_ylabel("M_max")
         bottom.set_xlabel("maintenance step (session end)")
         bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
-    out = _save(fig, Path(path))
-    plt.close(fig)
-    return out
+    return save_png(fig, path)
 
 
 def plot_projection(path, proj: Projection) -> Path:
-    plt = _pyplot()
+    plt = pyplot("inspect")
     method = {"pca": "PCA", "tsne": "t-SNE"}.get(proj.method, proj.method)
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=90)
     for kind in ("raw", "event", "affect", "none"):
@@ -290,10 +247,7 @@ def plot_projection(path, proj: Projection) -> Path:
         ax.set_yticks([])
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, markerscale=2)
-    fig.tight_layout()
-    out = _save(fig, Path(path))
-    plt.close(fig)
-    return out
+    return save_png(fig, path)
 
 
 def write_plots(out_dir, stats: SpaceStats, views: dict[str, NodeInfo], proj: Projection | None) -> list[Path]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -48,19 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args):
+    from ..config import parse_overrides
     from .runner import BenchOptions
 
-    overrides = {}
-    if args.config:
-        overrides.update(json.loads(Path(args.config).read_text(encoding="utf-8")))
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        try:
-            overrides[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[key] = raw
+    overrides = parse_overrides(args.set, args.config)
     return BenchOptions(dataset=args.dataset, file=args.file, out=args.out, systems=args.systems, ks=args.ks,
                         pool=args.pool, qa_turns=args.qa_turns, overrides=overrides, model=args.model,
                         base_url=args.base_url, judge_model=args.judge_model, judge_base_url=args.judge_base_url,

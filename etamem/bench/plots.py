@@ -4,18 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..output import pyplot, save_png
 from .report import main_k
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ImportError("plots need matplotlib: pip install 'etamem[bench]'") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _main_metric(summary: dict) -> tuple[str, str]:
@@ -26,7 +16,7 @@ def _main_metric(summary: dict) -> tuple[str, str]:
 
 
 def write_plots(out: Path, summary: dict) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot("bench")
     out = Path(out)
     systems = summary["systems"]
     cats = summary["categories"] + ["all"]
@@ -51,8 +41,7 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
         ax.set_ylim(0, 1)
     axes[0, 0].set_title(f"{summary['dataset']}: per category")
     axes[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    paths.append(_save(fig, out / "categories.png", plt))
+    paths.append(save_png(fig, out / "categories.png", dpi=110))
 
     # 2. recall against K
     if summary["dataset"] == "locomo":
@@ -71,8 +60,7 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
         ax.set_xlabel("K")
         ax.set_ylabel(label)
     axes[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    paths.append(_save(fig, out / "recall_vs_k.png", plt))
+    paths.append(save_png(fig, out / "recall_vs_k.png", dpi=110))
 
     # 3. cost against accuracy
     fig, ax = plt.subplots(figsize=(9, 6))
@@ -88,14 +76,5 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     ax.set_xlabel("answer tokens per question" if has_qa else "context tokens per question")
     ax.set_ylabel("judge accuracy (all)" if has_qa else f"{metric_label} (all)")
     ax.set_title("cost against accuracy")
-    fig.tight_layout()
-    paths.append(_save(fig, out / "cost_accuracy.png", plt))
+    paths.append(save_png(fig, out / "cost_accuracy.png", dpi=110))
     return paths
-
-
-def _save(fig, path: Path, plt) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path

@@ -2,24 +2,15 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..output import atomic_write
 from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from .metrics import mean
 from .systems import SystemSpec
 
 LME_COLUMNS = ("session_recall_any@5", "session_recall_all@5", "session_recall_all@10", "session_ndcg_any@10",
                "turn_recall_any@10", "turn_recall_all@10", "turn_recall_all@50", "turn_ndcg_any@10")
-
-
-def atomic_write(path: Path, text: str | bytes) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text.encode("utf-8") if isinstance(text, str) else text)
-    os.replace(tmp, path)
 
 
 def categories(dataset: str, convs: list[BenchConversation]) -> list[str]:

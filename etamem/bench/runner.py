@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..output import atomic_write
 from .data import BenchConversation, BenchQuestion, load, select
 from .metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
 from .systems import SystemSpec, resolve_systems
@@ -187,7 +188,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
             for name in ("results.jsonl", "stores"):
                 target = out / name
                 shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
-    report.atomic_write(settings_path, json.dumps(settings, indent=1))
+    atomic_write(settings_path, json.dumps(settings, indent=1))
     results = ResultLog(out / "results.jsonl")
     llm, judge = _make_llms(opts, config, out)
     notes: list[str] = []
