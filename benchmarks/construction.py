@@ -8,7 +8,8 @@ its centre + noise * N(0, I) / sqrt(dim), L2-normalised, with its cluster drawn 
 one session touches many clusters). Each size runs in a fresh subprocess, so the peak RSS
 (`ru_maxrss`) is per size; the peak just after data generation is reported too, so the tree's
 own increment shows. In the child: one `SemanticTree` with default `Config()` parameters;
-AMUs are inserted in order with `maintain()` after every `--session` AMUs and once at the
+AMUs are inserted in order, one `insert_many` batch per session of `--session` AMUs, with
+`maintain()` after each and once at the
 end; insertion and maintenance are timed separately. Baseline in the same child, after the
 tree: `faiss.IndexFlatIP(dim).add(X)` of the same vectors. Progress goes to stderr; the
 child prints one JSON line to stdout and the parent prints the Markdown table.
@@ -94,8 +95,7 @@ def run_child(n: int, args) -> dict:
     for s in range(0, n, args.session):
         e = min(n, s + args.session)
         t = time.perf_counter()
-        for i in range(s, e):
-            tree.insert(f"a{i}", X[i], f"amu {i}")
+        tree.insert_many([f"a{i}" for i in range(s, e)], X[s:e], [f"amu {i}" for i in range(s, e)])
         t_ins += time.perf_counter() - t
         t = time.perf_counter()
         tree.maintain()

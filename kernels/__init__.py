@@ -7,9 +7,10 @@ from .backend import resolve_backend
 from .clustering import balanced_split, capacity_assign, spherical_kmeans
 from .similarity import cosine_topk, max_normalise
 from .stats import cohesion, cohesion_from_sum, ema, otsu_threshold, softmax_entropy
+from .tree import beam_descend
 
 __all__ = [
     "resolve_backend", "cosine_topk", "max_normalise",
     "softmax_entropy", "otsu_threshold", "cohesion", "cohesion_from_sum", "ema",
-    "spherical_kmeans", "capacity_assign", "balanced_split",
+    "spherical_kmeans", "capacity_assign", "balanced_split", "beam_descend",
 ]

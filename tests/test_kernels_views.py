@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from skimage.filters import threshold_otsu
 
-from etamem.kernels import (balanced_split, capacity_assign, cohesion, ema, otsu_threshold,
+from etamem.kernels import (balanced_split, beam_descend, capacity_assign, cohesion, ema, otsu_threshold,
                             softmax_entropy, spherical_kmeans)
 
 from helpers import BACKENDS
@@ -352,3 +352,73 @@ def test_cohesion_from_sum_matches_brute_force(n):
         return
     brute = np.mean([x[i] @ x[j] for i in range(n) for j in range(n) if i != j])
     assert cohesion_from_sum(x.sum(axis=0), n) == pytest.approx(brute, abs=1e-9)
+
+
+# --- beam_descend ----------------------------------------------------------------------------
+def _random_tree(rng, n_leaves, fanout, d=12):
+    """A random tree as (centroids, child_table, start): leaves get random unit vectors, inner
+    nodes the normalised mean of their children; fan-out varies between 1 and `fanout`."""
+    cent = list(_unit(rng, n_leaves, d))
+    kids: list[list[int]] = [[i] for i in range(n_leaves)]  # a leaf expands to itself
+    level = list(range(n_leaves))
+    while len(level) > fanout:
+        nxt = []
+        i = 0
+        while i < len(level):
+            k = int(rng.integers(1, fanout + 1))
+            group = level[i:i + k]
+            v = np.sum([cent[g] for g in group], axis=0)
+            cent.append((v / np.linalg.norm(v)).astype(np.float32))
+            kids.append(group)
+            nxt.append(len(cent) - 1)
+            i += k
+        level = nxt
+    width = max(map(len, kids))
+    table = np.full((len(kids), width), -1, np.int64)
+    for n, k in enumerate(kids):
+        table[n, :len(k)] = k
+    return np.stack(cent), table, np.asarray(level, np.int64)
+
+
+def _descend_ref(cent, table, start, x, beam):
+    """Plain per-query beam search (lists and sorted()), as DESIGN §5 states it."""
+    frontier = [int(n) for n in start]
+    while True:
+        scored = sorted(((float(cent[n] @ x), n) for n in frontier), key=lambda t: (-t[0], t[1]))[:beam]
+        kept = [n for _, n in scored]
+        if all(table[n, 0] == n for n in kept):
+            return kept, [s for s, _ in scored]
+        frontier = [int(c) for n in kept for c in table[n] if c >= 0]
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("n_leaves,fanout,beam", [(1, 3, 3), (5, 8, 3), (200, 4, 3), (300, 8, 1), (120, 3, 5)])
+def test_beam_descend_matches_reference(backend, n_leaves, fanout, beam):
+    rng = np.random.default_rng(n_leaves * 7 + beam)
+    cent, table, start = _random_tree(rng, n_leaves, fanout)
+    q = _unit(rng, 30, cent.shape[1])
+    nodes, scores = beam_descend(cent, table, start, q, beam, backend=backend)
+    assert nodes.shape == scores.shape == (30, beam)
+    for i in range(30):
+        ref_nodes, ref_scores = _descend_ref(cent, table, start, q[i], beam)
+        got = nodes[i][nodes[i] >= 0]
+        assert got.tolist() == ref_nodes
+        np.testing.assert_allclose(scores[i][: len(got)], ref_scores, atol=1e-5)
+        assert (scores[i][len(got):] == -np.inf).all() and (nodes[i][len(got):] == -1).all()
+        assert all(table[n, 0] == n for n in got)  # leaves only
+
+
+def test_beam_descend_edge_cases():
+    rng = np.random.default_rng(0)
+    cent, table, start = _random_tree(rng, 10, 3)
+    nodes, scores = beam_descend(cent, table, np.zeros(0, np.int64), _unit(rng, 2, 12), 3)
+    assert (nodes == -1).all() and np.isneginf(scores).all()
+    nodes, _ = beam_descend(cent, table, start, np.zeros((0, 12), np.float32), 3)
+    assert nodes.shape == (0, 3)
+    # an inner node without children is a dead end, not a result
+    table2 = table.copy()
+    table2[start[0]] = -1
+    nodes, _ = beam_descend(cent, table2, start[:1], _unit(rng, 4, 12), 3)
+    assert (nodes == -1).all()
+    with pytest.raises(ValueError, match="beam"):
+        beam_descend(cent, table, start, _unit(rng, 1, 12), 0)

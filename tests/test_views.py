@@ -54,7 +54,7 @@ def check_tree(tree, expected_ids, after_maintenance=True):
 # --- property tests ---------------------------------------------------------------------------
 OPS = st.lists(st.one_of(
     st.tuples(st.just("add"), st.integers(0, 3), st.sampled_from(["negative", "neutral", "positive"]),
-              st.integers(0, 40)),
+              st.integers(0, 40), st.integers(1, 3)),
     st.tuples(st.just("delete"), st.integers(0, 10**6)),
     st.tuples(st.just("maintain")),
 ), min_size=1, max_size=70)
@@ -73,13 +73,15 @@ def test_views_invariants_under_random_operations(ops, seed):
     start = datetime(2023, 5, 1, 12, tzinfo=timezone.utc)
     for i, op in enumerate(ops):
         if op[0] == "add":
-            _, c, pol, day = op
-            amu = AMU(amu_id=f"a{i}", text=f"text {i}", speaker="S", timestamp=start + timedelta(days=day),
-                      session_id=f"s{day}", source_turn_ids=(f"t{i}",), polarity=pol)
-            tv = unit(centres[c] + 0.3 * rng.standard_normal(8))
-            av = unit(centres[(c + 1) % 4] + 0.3 * rng.standard_normal(8))
-            views.add([amu], tv[None], av[None])
-            active[amu.amu_id], vecs[amu.amu_id] = amu, (tv, av)
+            _, c, pol, day, size = op  # a batch (one call) of `size` AMUs, polarities mixed
+            pols = [pol, "neutral", "positive"][:size]
+            amus = [AMU(amu_id=f"a{i}_{k}", text=f"text {i} {k}", speaker="S", timestamp=start + timedelta(days=day),
+                        session_id=f"s{day}", source_turn_ids=(f"t{i}",), polarity=p) for k, p in enumerate(pols)]
+            tv = unit(centres[c] + 0.3 * rng.standard_normal((size, 8)))
+            av = unit(centres[(c + 1) % 4] + 0.3 * rng.standard_normal((size, 8)))
+            views.add(amus, tv, av)
+            for k, amu in enumerate(amus):
+                active[amu.amu_id], vecs[amu.amu_id] = amu, (tv[k], av[k])
         elif op[0] == "delete" and active:
             victim = sorted(active)[op[1] % len(active)]
             assert views.remove(victim)
@@ -182,6 +184,49 @@ def test_near_duplicate_leaves_merge_and_tiny_leaves_join_a_sibling():
     assert len(tree2.leaves()) == 2
     tree2.maintain()
     assert len(tree2.leaves()) == 1
+
+
+def test_batch_insertion_matches_sequential_on_separated_clusters():
+    """One `insert_many` per session gives the leaves that AMU-by-AMU insertion gives when the
+    clusters are well separated (the batch descends on the centroids as of the call)."""
+    rng = np.random.default_rng(8)
+    centres = unit(rng.standard_normal((6, 16)))
+    X = np.concatenate([clustered(rng, centres[k], 20, 0.05) for k in range(6)])[rng.permutation(120)]
+    seq = SemanticTree(16, frozen_calibrator(tau_new=0.8, m_max=8), b_max=4, seed=0)
+    bat = SemanticTree(16, frozen_calibrator(tau_new=0.8, m_max=8), b_max=4, seed=0)
+    for s in range(0, 120, 15):
+        ids = [f"a{i}" for i in range(s, s + 15)]
+        got = bat.insert_many(ids, X[s:s + 15], [f"t{i}" for i in range(s, s + 15)])
+        want = [seq.insert(a, X[i], f"t{i}") for a, i in zip(ids, range(s, s + 15))]
+        assert got == want
+        check_tree(bat, [f"a{i}" for i in range(s + 15)], after_maintenance=False)
+        seq.maintain()
+        bat.maintain()
+        assert bat.snapshot() == seq.snapshot()
+    np.testing.assert_allclose(bat.cent[: bat.n_nodes], seq.cent[: seq.n_nodes], atol=1e-6)
+    assert bat.stats == seq.stats and bat.texts == seq.texts
+
+
+def test_batch_opens_one_leaf_for_a_new_topic_and_checks_its_input():
+    rng = np.random.default_rng(9)
+    c = unit(rng.standard_normal(8))
+    tree = SemanticTree(8, frozen_calibrator(tau_new=0.8), seed=0)
+    tree.insert_many([f"a{i}" for i in range(5)], clustered(rng, c, 5, 0.02))
+    assert len(tree.leaves()) == 1  # the first AMU opens a leaf, the others find it
+    leaves = tree.insert_many([f"b{i}" for i in range(6)], clustered(rng, unit(-c), 6, 0.02))
+    assert len(set(leaves)) == 1 and len(tree.leaves()) == 2 and tree.stats["new_leaves"] == 2
+    assert tree.pending[tree.root] == 11 and tree.count[tree.root] == 11
+    check_tree(tree, [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(6)], after_maintenance=False)
+    with pytest.raises(ValueError, match="already in this tree"):
+        tree.insert_many(["z", "a0"], clustered(rng, c, 2, 0.02))
+    with pytest.raises(ValueError, match="duplicate"):
+        tree.insert_many(["z", "z"], clustered(rng, c, 2, 0.02))
+    with pytest.raises(ValueError, match="dimension"):
+        tree.insert_many(["z"], np.ones((1, 5), np.float32))
+    with pytest.raises(ValueError, match="2 ids"):
+        tree.insert_many(["z", "y"], np.ones((3, 8), np.float32))
+    assert tree.active_rows == 11 and "z" not in tree.row_of  # nothing half-inserted
+    assert tree.insert_many([], np.zeros((0, 8), np.float32)) == []
 
 
 def test_otsu_on_known_bimodal_sample():

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..kernels import balanced_split, cohesion_from_sum
+from ..kernels import balanced_split, beam_descend, cohesion_from_sum
 from .calibration import Calibrator
 
 Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
@@ -55,8 +55,9 @@ class SemanticTree:
         self.alive = np.zeros(0, bool)
         self.pending = np.zeros(0, np.int64)
         self.version = np.zeros(0, np.int64)  # bumped whenever the AMUs below a node change
-        self._leaf_reps: dict[int, tuple[int, list[int]]] = {}  # leaf -> (version, representatives)
         self.children: list[list[int]] = []
+        self.kid_table = np.full((0, 2 * b_max), -1, np.int64)  # children as rows, for beam_descend
+        self._kids_stale: set[int] = set()  # nodes whose kid_table row is out of date
         self.members: list[list[int]] = []
         self.summary: list[str | None] = []
         self.reps: list[list[int]] = []
@@ -79,14 +80,14 @@ class SemanticTree:
         if need <= arr.shape[0]:
             return
         cap = max(need, 2 * arr.shape[0], 16)
-        new = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+        new = np.full((cap,) + arr.shape[1:], -1 if name == "kid_table" else 0, arr.dtype)
         new[: arr.shape[0]] = arr
         setattr(self, name, new)
 
     def _new_node(self, parent: int, *, leaf: bool) -> int:
         nid = self.n_nodes
         self.n_nodes += 1
-        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "version"):
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "version", "kid_table"):
             self._grow(name, self.n_nodes)
         self.sums[nid] = 0.0
         self.cent[nid] = 0.0
@@ -100,8 +101,10 @@ class SemanticTree:
         self.members.append([])
         self.summary.append(None)
         self.reps.append([])
+        self._kids_stale.add(nid)
         if parent >= 0:
             self.children[parent].append(nid)
+            self._kids_stale.add(parent)
             self.dirty.add(parent)
             self.changed.add(parent)
         self.changed.add(nid)
@@ -109,14 +112,15 @@ class SemanticTree:
         return nid
 
     def _remove_node(self, nid: int) -> None:
-        self._leaf_reps.pop(nid, None)
         p = self.parent[nid]
         if p >= 0 and nid in self.children[p]:
             self.children[p].remove(nid)
+            self._kids_stale.add(p)
             self.dirty.add(p)
             self.changed.add(p)
         self.alive[nid] = False
         self.children[nid], self.members[nid], self.reps[nid] = [], [], []
+        self._kids_stale.add(nid)
         self.summary[nid] = None
         self.changed.discard(nid)
         self.dirty.discard(nid)
@@ -127,8 +131,10 @@ class SemanticTree:
         if old >= 0 and nid in self.children[old]:
             self.children[old].remove(nid)
             self.changed.add(old)
+            self._kids_stale.add(old)
         self.parent[nid] = parent
         self.children[parent].append(nid)
+        self._kids_stale.add(parent)
         self.changed.update((nid, parent))
 
     def _recompute(self, nid: int) -> None:
@@ -176,64 +182,133 @@ class SemanticTree:
         return np.flatnonzero(self.alive[: self.n_nodes] & self.is_leaf[: self.n_nodes])
 
     def descend(self, x: np.ndarray, beam: int) -> tuple[list[int], np.ndarray]:
-        """Beam search by centroid cosine until the beam holds only leaves.
+        """Beam search for one query (x: (d,) float32 unit); see `descend_many`."""
+        return self.descend_many(np.asarray(x, np.float32).reshape(1, -1), beam)[0]
 
-        x: (d,) float32 unit. Returns (leaf ids, their cosines) best first; empty if no leaf.
+    def descend_many(self, Q: np.ndarray, beam: int) -> list[tuple[list[int], np.ndarray]]:
+        """Beam search by centroid cosine (`kernels.beam_descend`) for a batch of queries.
+
+        Q: (B, d) float32 unit rows. Returns per query (leaf ids, their cosines as float32),
+        best first; empty if the tree has no leaf.
         """
-        leaf_flag, children, cent = self.leaf_flag, self.children, self.cent
-        frontier = children[self.root]
-        while frontier:
-            if len(frontier) > beam:  # score only when there is something to prune
-                sims = cent[frontier] @ x
-                top = (-sims).argpartition(beam - 1)[:beam]
-                frontier = [frontier[i] for i in top]
-            nxt: list[int] = []
-            done = True
-            for n in frontier:
-                if leaf_flag[n]:
-                    nxt.append(n)
-                else:
-                    nxt.extend(children[n])
-                    done = False
-            if done:
-                sims = cent[frontier] @ x
-                order = (-sims).argsort(kind="stable")
-                return [frontier[i] for i in order], sims[order]
-            frontier = nxt
-        return [], np.zeros(0, np.float32)
+        self._flush_kids()
+        nodes, scores = beam_descend(self.cent[: self.n_nodes], self.kid_table[: self.n_nodes],
+                                     np.asarray(self.children[self.root], np.int64), Q, beam, backend=self.backend)
+        found = nodes >= 0
+        return [(n[f].tolist(), s[f]) for n, s, f in zip(nodes, scores, found)]
+
+    def _flush_kids(self) -> None:
+        """Write the children of nodes changed since the last descent into `kid_table`
+        (a leaf's row is itself, as `beam_descend` expects)."""
+        for n in self._kids_stale:
+            row = self.children[n] if not self.leaf_flag[n] else [n]
+            if not self.alive[n]:
+                row = []
+            if len(row) > self.kid_table.shape[1]:
+                wider = np.full((self.kid_table.shape[0], 2 * len(row)), -1, np.int64)
+                wider[:, : self.kid_table.shape[1]] = self.kid_table
+                self.kid_table = wider
+            self.kid_table[n] = -1
+            self.kid_table[n, : len(row)] = row
+        self._kids_stale.clear()
 
     # --- insertion and deletion ---------------------------------------------------------------
     def insert(self, amu_id: str, vec: np.ndarray, text: str = "") -> int:
         """Insert one AMU (vec: (d,) float32, unit); returns its leaf id."""
-        if amu_id in self.row_of:
-            raise ValueError(f"amu_id {amu_id!r} is already in this tree")
-        x = _unit(np.asarray(vec, np.float32).reshape(-1))
-        if x.shape[0] != self.dim:
-            raise ValueError(f"vector has dimension {x.shape[0]}, tree expects {self.dim}")
-        row = self.n_rows
-        self.n_rows += 1
+        return self.insert_many([amu_id], np.asarray(vec, np.float32).reshape(1, -1), [text])[0]
+
+    def insert_many(self, amu_ids: list[str], vecs: np.ndarray, texts: list[str] | None = None) -> list[int]:
+        """Insert a batch of AMUs in order (vecs: (B, d) float32, unit rows); returns their leaf ids.
+
+        One beam descent for the whole batch, on the centroids as of the call. Then, AMU by
+        AMU, the best leaf is the best of its beam and of the leaves opened earlier in the batch,
+        each scored by its live centroid (the AMUs it took earlier in the batch included); below
+        `tau_new` a new leaf opens under that leaf's parent. Sums, centroids, counts and pending
+        counters of the leaves and their ancestors are written once at the end. Only the beam
+        itself sees the batch-start centroids; with B = 1 this is sequential insertion.
+        """
+        ids = list(amu_ids)
+        texts = [""] * len(ids) if texts is None else list(texts)
+        X = np.asarray(vecs, np.float32)
+        if X.ndim != 2 or X.shape[0] != len(ids) or len(texts) != len(ids):
+            raise ValueError(f"insert_many: {len(ids)} ids, {len(texts)} texts and vectors of shape {X.shape}")
+        if X.shape[1] != self.dim:
+            raise ValueError(f"vector has dimension {X.shape[1]}, tree expects {self.dim}")
+        dup = [a for a in ids if a in self.row_of]
+        if dup or len(set(ids)) != len(ids):
+            raise ValueError(f"amu_id {(dup or ids)[0]!r} is already in this tree" if dup
+                             else "insert_many: duplicate amu_ids in the batch")
+        if not ids:
+            return []
+        X = _unit(X)
+        first = self.n_rows
+        self.n_rows += len(ids)
         self._grow("X", self.n_rows)
         self._grow("leaf_of", self.n_rows)
-        self.X[row] = x
-        self.amu_ids.append(amu_id)
-        self.texts.append(text)
-        self.row_of[amu_id] = row
-        leaves, sims = self.descend(x, self.b_ins)
-        if not leaves:
-            leaf = self._new_node(self.root, leaf=True)
-            self.stats["new_leaves"] += 1
-        else:
-            self.calibrator.observe_one(float(sims[0]))
-            leaf = leaves[0]
-            if sims[0] < self.calibrator.current.tau_new:
-                leaf = self._new_node(self.parent[leaf], leaf=True)
+        self.X[first: self.n_rows] = X
+        self.amu_ids.extend(ids)
+        self.texts.extend(texts)
+        self.row_of.update((a, first + i) for i, a in enumerate(ids))
+        beams = self.descend_many(X, self.b_ins)
+        tau_new = self.calibrator.current.tau_new
+        opened: list[int] = []  # leaves opened by this batch
+        added: dict[int, np.ndarray] = {}  # leaf -> float64 sum of the batch's rows it took so far
+        leaf_of = np.empty(len(ids), np.int64)
+        best_sims: list[float] = []
+        for i, (cand, sims) in enumerate(beams):
+            x = X[i]
+            cand = cand + opened
+            scores = np.concatenate([sims, np.zeros(len(opened), np.float32)])
+            live = [k for k, c in enumerate(cand) if c in added]  # moved during this batch: rescore
+            if live:
+                v = self.sums[[cand[k] for k in live]] + np.stack([added[cand[k]] for k in live])
+                scores[live] = (v @ x) / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)
+            j = int(np.argmax(scores)) if cand else -1
+            if j >= 0:
+                best_sims.append(float(scores[j]))
+            if j < 0 or scores[j] < tau_new:
+                leaf = self._new_node(self.root if j < 0 else self.parent[cand[j]], leaf=True)
+                opened.append(leaf)
                 self.stats["new_leaves"] += 1
-        self.members[leaf].append(row)
-        self.leaf_of[row] = leaf
-        self._bump_path(leaf, x, +1)
-        self.dirty.add(leaf)
-        self.stats["inserted"] += 1
-        return leaf
+            else:
+                leaf = cand[j]
+            added[leaf] = added[leaf] + x if leaf in added else x.astype(np.float64)
+            leaf_of[i] = leaf
+        self.calibrator.observe(best_sims)
+        for i, leaf in enumerate(leaf_of.tolist()):
+            self.members[leaf].append(first + i)
+        self.leaf_of[first: self.n_rows] = leaf_of
+        self._add_rows(leaf_of, X)
+        self.stats["inserted"] += len(ids)
+        return leaf_of.tolist()
+
+    def _add_rows(self, leaf_of: np.ndarray, X: np.ndarray) -> None:
+        """Add rows X (B, d) to the sums, counts, pending counters and versions of their leaves
+        `leaf_of` (B,) and of all the leaves' ancestors, once per node; refresh the centroids."""
+        leaves, inv = np.unique(leaf_of, return_inverse=True)
+        onehot = np.zeros((len(leaves), len(leaf_of)))
+        onehot[inv, np.arange(len(leaf_of))] = 1.0
+        delta = onehot @ X.astype(np.float64)  # (L, d) per-leaf sums of the new rows
+        n_add = np.bincount(inv, minlength=len(leaves)).astype(np.int64)
+        nodes: list[int] = []
+        of_leaf: list[int] = []
+        for k, lf in enumerate(leaves.tolist()):
+            path = self.path(lf)
+            self.stats["pending_updates"] += len(path) * int(n_add[k])
+            nodes.extend(path)
+            of_leaf.extend([k] * len(path))
+        uniq, where = np.unique(np.asarray(nodes, np.int64), return_inverse=True)
+        member = np.zeros((len(uniq), len(leaves)))
+        member[where, of_leaf] = 1.0  # node x leaf: the node is on the leaf's path
+        sums = self.sums[uniq] + member @ delta
+        self.sums[uniq] = sums
+        n_up = np.rint(member @ n_add).astype(np.int64)
+        self.count[uniq] += n_up
+        self.pending[uniq] += n_up
+        self.version[uniq] += 1
+        self.cent[uniq] = sums / np.maximum(np.sqrt(np.einsum("ij,ij->i", sums, sums)), 1e-12)[:, None]
+        self.changed.update(uniq.tolist())
+        self.dirty.update(leaves.tolist())
 
     def delete(self, amu_id: str) -> bool:
         """Remove an AMU; empty leaves (and emptied ancestors) go at once. False if absent."""
@@ -274,8 +349,13 @@ class SemanticTree:
         self._collapse(sorted(parents))
         self._observe_pairs(touched)
         self.calibrator.update(self.count[self.leaves()], self.steps)
-        affected = {a for n in (touched | self.dirty) if self.alive[n] for a in self.path(n)}
-        self._refresh_summaries(affected, summariser)
+        depth: dict[int, int] = {}  # the touched nodes and their ancestors -> depth
+        for n in touched | self.dirty:
+            if self.alive[n] and n not in depth:
+                path = self.path(n)
+                for i, a in enumerate(path):
+                    depth[a] = len(path) - 1 - i
+        self._refresh_summaries(depth, summariser)
         self.dirty.clear()
         return {k: self.stats[k] - before[k] for k in self.stats}
 
@@ -462,47 +542,43 @@ class SemanticTree:
         return self.leaf_text(nid) if self.is_leaf[nid] else (self.summary[nid] or "")
 
     def _representatives(self, nid: int) -> list[int]:
-        """Rows nearest the centroid among the members (leaf) or the children's
-        representatives (leaf children computed fresh, inner children as last summarised)."""
+        """Rows nearest the centroid among the members (leaf) or among the children's stored
+        representatives (inner node; a leaf child's are recomputed when missing or when one of
+        them has left it)."""
         if self.is_leaf[nid]:
-            cached = self._leaf_reps.get(nid)
-            if cached is not None and cached[0] == self.version[nid]:
-                return cached[1]
             rows = self.members[nid]
-            sims = self.X[rows] @ self.cent[nid]
-            reps = [rows[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
-            self._leaf_reps[nid] = (int(self.version[nid]), reps)
-            return reps
         else:
-            rows = [r for c in self.children[nid]
-                    for r in (self._representatives(c) if self.is_leaf[c] else self.reps[c])]
-        rows = [r for r in rows if self.leaf_of[r] >= 0]
+            rows = []
+            for c in self.children[nid]:
+                reps = self.reps[c]
+                if self.leaf_flag[c] and (not reps or any(self.leaf_of[r] != c for r in reps)):
+                    reps = self.reps[c] = self._representatives(c)
+                    self.changed.add(c)
+                rows.extend(reps)
+            rows = [r for r in rows if self.leaf_of[r] >= 0]
         if not rows:
             return []
         sims = self.X[rows] @ self.cent[nid]
         return [rows[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
 
-    def _refresh_summaries(self, nodes: set[int], summariser: Summariser | None) -> None:
-        """Bottom-up over `nodes`: representatives recomputed; internal summaries written when
-        new or when `pending` >= delta (LLM when a summariser is given, else extractive)."""
-        todo = sorted(nodes, key=lambda n: -len(self.path(n)))
-        for n in todo:
-            if self.is_leaf[n]:
-                if self.pending[n] >= self.summary_delta:
-                    self.pending[n] = 0
-                    self.changed.add(n)
-                continue
-            first = self.summary[n] is None
+    def _refresh_summaries(self, depth: dict[int, int], summariser: Summariser | None) -> None:
+        """Deepest first over the nodes of `depth` (node -> depth): representatives and
+        summaries refreshed when new or when `pending` >= delta (a leaf's summary is its texts;
+        an inner node's comes from the summariser (LLM) when given, else it is extractive)."""
+        for n in sorted(depth, key=depth.__getitem__, reverse=True):
+            first = self.summary[n] is None and not self.leaf_flag[n]
             if not first and self.pending[n] < self.summary_delta:
                 continue
             self.reps[n] = self._representatives(n)
+            self.pending[n] = 0
+            self.changed.add(n)
+            if self.leaf_flag[n]:
+                continue
             reps = [self.texts[r] for r in self.reps[n]]
             if summariser is None:
                 self.summary[n] = " ".join(reps)
             else:
                 self.summary[n] = summariser([self.node_text(c) for c in self.children[n]], reps)
-            self.pending[n] = 0
-            self.changed.add(n)
             self.stats["summaries_first" if first else "summaries_refresh"] += 1
 
     # --- persistence ------------------------------------------------------------------------
@@ -561,6 +637,8 @@ class SemanticTree:
             tree.cent[nid] = _unit(tree.sums[nid])
             tree.reps[nid] = [tree.row_of[a] for a in r["info"].get("reps", []) if a in tree.row_of]
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
+        tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int64)
+        tree._kids_stale = set(range(n))
         return tree
 
     # --- inspection -----------------------------------------------------------------------------

@@ -49,11 +49,12 @@ class SpaceViews:
 
     def add(self, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray) -> None:
         """Insert AMUs (text_vecs (n, d_t), affect_vecs (n, d_a), float32 unit rows)."""
-        for amu, tv, av in zip(amus, text_vecs, affect_vecs):
-            if route(amu.polarity) == "event":
-                self.event.insert(amu.amu_id, tv, amu.text)
-            else:
-                self.affect.insert(amu.amu_id, av, amu.text)
+        for view, vecs in (("event", text_vecs), ("affect", affect_vecs)):
+            idx = [i for i, a in enumerate(amus) if route(a.polarity) == view]
+            if idx:
+                self.tree(view).insert_many([amus[i].amu_id for i in idx], np.asarray(vecs)[idx],
+                                            [amus[i].text for i in idx])
+        for amu, tv in zip(amus, text_vecs):
             self.time.insert(amu.amu_id, tv, amu.timestamp, amu.session_id, amu.text)
 
     def remove(self, amu_id: str) -> bool:
