@@ -145,7 +145,8 @@ def machine_info() -> dict:
 
 def table(rows: list[dict]) -> str:
     base = rows[0]
-    head = ["AMUs", "insert AMUs/s", "maint. AMUs/s", "combined AMUs/s", "µs/AMU", "CPU µs/AMU", "µs ratio",
+    head = ["AMUs", "insert AMUs/s", "maint. AMUs/s", "combined AMUs/s", "µs/AMU", "runs µs/AMU", "CPU µs/AMU",
+            "µs ratio",
             "ln ratio", "depth", "leaves", "mean fan-out", "leaf p50/p90/max", "new leaves", "peak RSS MB (data)",
             "FAISS add AMUs/s", "tree/FAISS", "load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -153,6 +154,7 @@ def table(rows: list[dict]) -> str:
         ls = r["leaf_size"]
         cells = [f"{r['amus']:,}", f"{r['insert_rate']:,.0f}", f"{r['maintain_rate']:,.0f}",
                  f"{r['combined_rate']:,.0f}", f"{r['us_per_amu']:.0f}",
+                 "/".join(f"{u:.0f}" for u in r.get("runs_us_per_amu", [r["us_per_amu"]])),
                  f"{r['cpu_us_per_amu']:.0f}" if "cpu_us_per_amu" in r else "-",
                  f"{r['us_per_amu'] / base['us_per_amu']:.2f}",
                  f"{math.log(r['amus']) / math.log(base['amus']):.2f}", str(r["depth"]), f"{r['leaves']:,}",
@@ -188,6 +190,17 @@ def targets(rows: list[dict], cost: str = "us_per_amu") -> dict:
     return {"rate": rate, "log_growth": log}
 
 
+def fastest(runs: list[dict]) -> dict:
+    """The run with the lowest wall µs/AMU, with the CPU µs/AMU replaced by the lowest of all runs
+    (each is the usual estimator under noise) and every run's figures kept."""
+    best = dict(min(runs, key=lambda r: r["us_per_amu"]))
+    best["runs_us_per_amu"] = [r["us_per_amu"] for r in runs]
+    best["runs_cpu_us_per_amu"] = [r["cpu_us_per_amu"] for r in runs]
+    best["cpu_us_per_amu"] = min(best["runs_cpu_us_per_amu"])
+    best["cpu_rate"] = 1e6 / best["cpu_us_per_amu"]
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -202,6 +215,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="Config override for the tree (JSON value), e.g. --set b_ins=5")
     ap.add_argument("--report", default=None, metavar="FILE.json", help="print the table of a saved run and exit")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per size, interleaved round by round (10k, 100k, 1M, 10k, ...); the fastest run "
+                         "of each size is reported, all runs are kept")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS/OpenMP threads in each child (default 1: the tree's products are small and extra "
+                         "threads only spin, which inflates CPU time)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.report:
@@ -216,12 +235,17 @@ def main(argv: list[str] | None = None) -> None:
     common = ["--dim", str(args.dim), "--session", str(args.session), "--cluster-size", str(args.cluster_size),
               "--noise", str(args.noise), "--seed", str(args.seed), "--structure", args.structure,
               *(a for kv in args.set for a in ("--set", kv))]
-    rows, t_start = [], time.perf_counter()
-    for n in sorted(args.sizes):
-        print(f"size {n:,}: starting a fresh subprocess", file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.construction", "--child", str(n), *common],
-                              stdout=subprocess.PIPE, text=True, check=True)
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    env = dict(os.environ, **{k: str(args.blas_threads) for k in
+                              ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    sizes, t_start = sorted(args.sizes), time.perf_counter()
+    runs: dict[int, list[dict]] = {n: [] for n in sizes}
+    for r in range(max(1, args.repeat)):
+        for n in sizes:
+            print(f"size {n:,}, run {r + 1}/{args.repeat}: starting a fresh subprocess", file=sys.stderr, flush=True)
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.construction", "--child", str(n), *common],
+                                  stdout=subprocess.PIPE, text=True, check=True, env=env)
+            runs[n].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    rows = [fastest(runs[n]) for n in sizes]
     wall = time.perf_counter() - t_start
     doc = {"command": command, "machine": machine_info(),
            "args": {k: v for k, v in vars(args).items() if k not in ("child", "report")}, "wall_s": wall,
@@ -244,7 +268,7 @@ def report(doc: dict) -> None:
     print(f"data: {a.get('structure', 'flat')} clusters, dim {a['dim']}, cluster size {a['cluster_size']}, "
           f"noise {a['noise']}, seed {a['seed']}; maintain() every {a['session']} AMUs; wall time {doc['wall_s']:.0f}s\n")
     print(table(rows))
-    print("\nµs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
+    print("\nµs/AMU: the fastest of the runs (all runs in order after it; CPU µs: the lowest). µs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
           "CPU µs: process time (less sensitive to other load). New leaves: insertions that opened a leaf. "
           "Peak RSS: ru_maxrss of the child after the tree is built (in brackets: after data generation). "
           "Load: 1-minute load average at the end (2 cores; above ~1 means other work shared them).")

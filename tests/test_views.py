@@ -320,3 +320,37 @@ def test_time_forest_counts_on_locomo_dev(locomo_dev):
         expected = {"month": len({(m.year, m.month) for m in mondays}), "week": len(mondays),
                     "day": len(days), "session": len(starts)}
         assert forest.counts() == expected, conv.space
+
+
+def test_merge_screening_changes_nothing():
+    """Maintenance that screens parents (`_merge_candidates`) ends in the same trees as running
+    the merge pass on every parent (the brute-force reference)."""
+    rng = np.random.default_rng(10)
+    centres = unit(rng.standard_normal((5, 8)))
+
+    class AllParents(SemanticTree):
+        def _merge_candidates(self, parents, touched):
+            return sorted(parents)
+
+    cfg = dict(b_max=3, m_min=2, b_ins=2, summary_delta=3, seed=0)
+    trees = [cls(8, Calibrator(Thresholds(0.6, 0.2, 0.9, 5.0), min_obs=30, reservoir_size=64,
+                               m_max_bounds=(4, 6)), **cfg) for cls in (SemanticTree, AllParents)]
+    for step in range(40):
+        X = unit(centres[rng.integers(0, 5, 6)] + 0.35 * rng.standard_normal((6, 8)))
+        ids = [f"a{step}_{k}" for k in range(6)]
+        for tree in trees:
+            tree.insert_many(ids, X)
+            tree.maintain()
+        assert trees[0].snapshot() == trees[1].snapshot()
+    assert trees[0].stats == trees[1].stats and trees[0].stats["merges"] > 0
+
+
+def test_count_percentile_matches_numpy():
+    from etamem.views.calibration import count_percentile
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        c = rng.integers(0, int(rng.integers(1, 40)), int(rng.integers(1, 60)))
+        for q in (0, 10, 33.3, 75, 90, 100):
+            assert count_percentile(c, q) == pytest.approx(float(np.percentile(c, q)), abs=1e-12)
+    assert count_percentile(np.array([0.5, 1.5]), 50) == 1.0  # not integers: numpy itself

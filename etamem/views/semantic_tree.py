@@ -336,7 +336,7 @@ class SemanticTree:
         touched = {n for n in self.dirty if self.alive[n]}
         parents = {n for n in touched if not self.is_leaf[n]} | {self.parent[n] for n in touched if self.is_leaf[n]}
         parents.discard(-1)
-        for p in sorted(parents):
+        for p in self._merge_candidates(sorted(parents), touched):
             if self.alive[p]:
                 self._merge_children(p, touched)
         m_max = self.calibrator.m_max
@@ -358,6 +358,36 @@ class SemanticTree:
         self._refresh_summaries(depth, summariser)
         self.dirty.clear()
         return {k: self.stats[k] - before[k] for k in self.stats}
+
+    def _merge_candidates(self, parents: list[int], touched: set[int]) -> list[int]:
+        """The parents for which `_merge_children` may do something: a leaf child below `m_min`,
+        or a fresh (touched) leaf child whose centroid cosine to a sibling leaf exceeds
+        `tau_merge` (sizes not checked here). All parents' pairs are scored in one product."""
+        out: list[int] = []
+        first: list[int] = []
+        second: list[int] = []
+        owner: list[int] = []
+        leaf_flag, dirty = self.leaf_flag, self.dirty
+        for p in parents:
+            if not self.alive[p]:
+                continue
+            leaves = [c for c in self.children[p] if leaf_flag[c]]
+            if leaves and int(self.count[leaves].min()) < self.m_min:
+                out.append(p)
+                continue
+            for f in leaves:
+                if f in touched or f in dirty:
+                    others = [c for c in leaves if c != f]
+                    first.extend([f] * len(others))
+                    second.extend(others)
+                    owner.extend([p] * len(others))
+        if first:
+            nodes, where = np.unique(np.asarray(first + second, np.int64), return_inverse=True)
+            cent = self.cent[nodes]
+            a, b = where[: len(first)], where[len(first):]
+            hit = np.einsum("ij,ij->i", cent[a], cent[b]) > self.calibrator.current.tau_merge
+            out.extend(set(np.asarray(owner)[hit].tolist()))
+        return sorted(out)
 
     def _merge_children(self, p: int, touched: set[int]) -> None:
         """Tiny leaves go to their most similar sibling leaf; redundant sibling leaves merge
