@@ -147,7 +147,7 @@ def table(rows: list[dict]) -> str:
     base = rows[0]
     head = ["AMUs", "insert AMUs/s", "maint. AMUs/s", "combined AMUs/s", "µs/AMU", "runs µs/AMU", "CPU µs/AMU",
             "µs ratio",
-            "ln ratio", "depth", "leaves", "mean fan-out", "leaf p50/p90/max", "new leaves", "peak RSS MB (data)",
+            "ln ratio", "depth", "path/AMU", "leaves", "mean fan-out", "leaf p50/p90/max", "new leaves", "peak RSS MB (data)",
             "FAISS add AMUs/s", "tree/FAISS", "load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -157,7 +157,8 @@ def table(rows: list[dict]) -> str:
                  "/".join(f"{u:.0f}" for u in r.get("runs_us_per_amu", [r["us_per_amu"]])),
                  f"{r['cpu_us_per_amu']:.0f}" if "cpu_us_per_amu" in r else "-",
                  f"{r['us_per_amu'] / base['us_per_amu']:.2f}",
-                 f"{math.log(r['amus']) / math.log(base['amus']):.2f}", str(r["depth"]), f"{r['leaves']:,}",
+                 f"{math.log(r['amus']) / math.log(base['amus']):.2f}", str(r["depth"]),
+                 f"{r['stats']['pending_updates'] / r['amus']:.2f}", f"{r['leaves']:,}",
                  f"{r['mean_fanout']:.1f}", f"{ls['p50']:.0f}/{ls['p90']:.0f}/{ls['max']:.0f}",
                  f"{r['stats']['new_leaves'] / r['amus']:.1%}",
                  f"{r['tree_peak_mb']:,.0f} ({r['data_peak_mb']:,.0f})", f"{r['faiss_add_rate']:,.0f}",
@@ -268,8 +269,11 @@ def report(doc: dict) -> None:
     print(f"data: {a.get('structure', 'flat')} clusters, dim {a['dim']}, cluster size {a['cluster_size']}, "
           f"noise {a['noise']}, seed {a['seed']}; maintain() every {a['session']} AMUs; wall time {doc['wall_s']:.0f}s\n")
     print(table(rows))
-    print("\nµs/AMU: the fastest of the runs (all runs in order after it; CPU µs: the lowest). µs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
-          "CPU µs: process time (less sensitive to other load). New leaves: insertions that opened a leaf. "
+    print("\nµs/AMU: the fastest of the runs (runs µs/AMU: all of them, in order; CPU µs: the lowest). "
+          "µs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
+          "CPU µs: process time (less sensitive to other load). Path/AMU: tree nodes updated per AMU (the path "
+          "from its leaf to the root, a machine-independent measure of the work). "
+          "New leaves: insertions that opened a leaf. "
           "Peak RSS: ru_maxrss of the child after the tree is built (in brackets: after data generation). "
           "Load: 1-minute load average at the end (2 cores; above ~1 means other work shared them).")
     fmt = lambda m: "not measured" if m is None else ("met" if m else "NOT met")  # noqa: E731

@@ -58,6 +58,7 @@ class Config:
     m_max_bounds: tuple = (12, 24)  # calibrated leaf capacity stays inside these bounds (low = m_max_init)
     m_min: int = 2  # smaller leaves merge into their most similar sibling
     b_ins: int = 3  # insertion beam width
+    insert_batch: int = 0  # AMUs per tree insertion batch (one descent each); 0: all AMUs of one add(); 1: one by one
     tau_new_init: float = 0.35  # warm-up: open a new leaf below this similarity
     tau_coh_init: float = 0.25  # warm-up: split a leaf whose cohesion is lower
     tau_merge_init: float = 0.90  # warm-up: merge sibling leaves whose centroids are closer
@@ -137,6 +138,8 @@ class Config:
             raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
         if self.b_max < 2:
             raise ValueError("config b_max must be >= 2")
+        if self.insert_batch < 0:
+            raise ValueError("config insert_batch must be >= 0 (0: one batch per add() call)")
         for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",
                      "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
                      "summary_delta", "calibration_reservoir"):

@@ -354,3 +354,29 @@ def test_count_percentile_matches_numpy():
         for q in (0, 10, 33.3, 75, 90, 100):
             assert count_percentile(c, q) == pytest.approx(float(np.percentile(c, q)), abs=1e-12)
     assert count_percentile(np.array([0.5, 1.5]), 50) == 1.0  # not integers: numpy itself
+
+
+@pytest.mark.parametrize("batch", [1, 2, 0])
+def test_space_views_insert_in_configured_batches(batch):
+    """`insert_batch=1` is AMU-by-AMU insertion (the sequential reference, checked against
+    `SemanticTree.insert`); other sizes split one add() into batches per view."""
+    rng = np.random.default_rng(12)
+    cfg = Config(insert_batch=batch, b_max=3, m_max_init=4, m_max_bounds=(4, 6), seed=0)
+    views = SpaceViews(cfg, 8, 8)
+    start = datetime(2023, 5, 1, 12, tzinfo=timezone.utc)
+    amus = [AMU(amu_id=f"a{i}", text=f"t{i}", speaker="S", timestamp=start, session_id="s",
+                source_turn_ids=(f"t{i}",), polarity="neutral" if i % 3 else "positive") for i in range(9)]
+    tv, av = unit(rng.standard_normal((9, 8))), unit(rng.standard_normal((9, 8)))
+    calls = []
+    for name in ("event", "affect"):
+        tree = views.tree(name)
+        tree.insert_many = (lambda f: lambda ids, *a: calls.append(len(ids)) or f(ids, *a))(tree.insert_many)
+    views.add(amus, tv, av)
+    assert calls == {1: [1] * 9, 2: [2, 2, 2, 2, 1], 0: [6, 3]}[batch]  # event: 6 AMUs, affect: 3
+    if batch == 1:
+        ref = SpaceViews(cfg, 8, 8)
+        for i, a in enumerate(amus):
+            (ref.event.insert(a.amu_id, tv[i], a.text) if i % 3 else ref.affect.insert(a.amu_id, av[i], a.text))
+        assert views.event.snapshot() == ref.event.snapshot() and views.affect.snapshot() == ref.affect.snapshot()
+    with pytest.raises(ValueError, match="insert_batch"):
+        Config.from_dict({"insert_batch": -1})

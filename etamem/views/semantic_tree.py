@@ -80,7 +80,8 @@ class SemanticTree:
         if need <= arr.shape[0]:
             return
         cap = max(need, 2 * arr.shape[0], 16)
-        new = np.full((cap,) + arr.shape[1:], -1 if name == "kid_table" else 0, arr.dtype)
+        shape = (cap,) + arr.shape[1:]
+        new = np.full(shape, -1, arr.dtype) if name == "kid_table" else np.zeros(shape, arr.dtype)  # zeros: lazy pages
         new[: arr.shape[0]] = arr
         setattr(self, name, new)
 
@@ -257,13 +258,16 @@ class SemanticTree:
         best_sims: list[float] = []
         for i, (cand, sims) in enumerate(beams):
             x = X[i]
-            cand = cand + opened
-            scores = np.concatenate([sims, np.zeros(len(opened), np.float32)])
             live = [k for k, c in enumerate(cand) if c in added]  # moved during this batch: rescore
-            if live:
+            if opened or live:
+                cand = cand + opened
+                live += range(len(cand) - len(opened), len(cand))
+                scores = np.concatenate([sims, np.zeros(len(opened), np.float32)])
                 v = self.sums[[cand[k] for k in live]] + np.stack([added[cand[k]] for k in live])
                 scores[live] = (v @ x) / np.maximum(np.sqrt(np.einsum("ij,ij->i", v, v)), 1e-12)
-            j = int(np.argmax(scores)) if cand else -1
+                j = int(np.argmax(scores))
+            else:  # the beam's order stands (best first)
+                scores, j = sims, 0 if cand else -1
             if j >= 0:
                 best_sims.append(float(scores[j]))
             if j < 0 or scores[j] < tau_new:
@@ -362,7 +366,7 @@ class SemanticTree:
     def _merge_candidates(self, parents: list[int], touched: set[int]) -> list[int]:
         """The parents for which `_merge_children` may do something: a leaf child below `m_min`,
         or a fresh (touched) leaf child whose centroid cosine to a sibling leaf exceeds
-        `tau_merge` (sizes not checked here). All parents' pairs are scored in one product."""
+        `tau_merge` with room for both in one leaf. All parents' pairs are scored at once."""
         out: list[int] = []
         first: list[int] = []
         second: list[int] = []
@@ -385,7 +389,8 @@ class SemanticTree:
             nodes, where = np.unique(np.asarray(first + second, np.int64), return_inverse=True)
             cent = self.cent[nodes]
             a, b = where[: len(first)], where[len(first):]
-            hit = np.einsum("ij,ij->i", cent[a], cent[b]) > self.calibrator.current.tau_merge
+            fits = self.count[first] + self.count[second] <= self.calibrator.m_max
+            hit = fits & (np.einsum("ij,ij->i", cent[a], cent[b]) > self.calibrator.current.tau_merge)
             out.extend(set(np.asarray(owner)[hit].tolist()))
         return sorted(out)
 

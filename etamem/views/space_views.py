@@ -48,12 +48,15 @@ class SpaceViews:
         return getattr(self, view)
 
     def add(self, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray) -> None:
-        """Insert AMUs (text_vecs (n, d_t), affect_vecs (n, d_a), float32 unit rows)."""
+        """Insert AMUs (text_vecs (n, d_t), affect_vecs (n, d_a), float32 unit rows), in batches
+        of `config.insert_batch` per tree (0: one batch; 1: AMU by AMU, see `insert_many`)."""
+        step = self.config.insert_batch or max(1, len(amus))
         for view, vecs in (("event", text_vecs), ("affect", affect_vecs)):
             idx = [i for i, a in enumerate(amus) if route(a.polarity) == view]
-            if idx:
-                self.tree(view).insert_many([amus[i].amu_id for i in idx], np.asarray(vecs)[idx],
-                                            [amus[i].text for i in idx])
+            for s in range(0, len(idx), step):
+                part = idx[s: s + step]
+                self.tree(view).insert_many([amus[i].amu_id for i in part], np.asarray(vecs)[part],
+                                            [amus[i].text for i in part])
         for amu, tv in zip(amus, text_vecs):
             self.time.insert(amu.amu_id, tv, amu.timestamp, amu.session_id, amu.text)
 
