@@ -1,7 +1,8 @@
 """Construction throughput and memory of one semantic tree (DESIGN §5-6) against FAISS flat add.
 
-    python -m benchmarks.construction [--sizes 10000 100000 1000000] [--dim 384] [--session 50]
-        [--cluster-size 50] [--noise 0.6] [--seed 0] [--out FILE.json]
+    python -m benchmarks.construction [--sizes 10000 100000 1000000] [--structure flat|nested]
+        [--repeat R] [--blas-threads 1] [--dim 384] [--session 50] [--cluster-size 50]
+        [--noise 0.6] [--seed 0] [--set KEY=VALUE] [--out FILE.json] [--report FILE.json]
 
 Synthetic, seeded, precomputed embeddings: n / cluster_size random unit centres; each AMU is
 its centre + noise * N(0, I) / sqrt(dim), L2-normalised, with its cluster drawn uniformly (so
@@ -9,10 +10,11 @@ one session touches many clusters). Each size runs in a fresh subprocess, so the
 (`ru_maxrss`) is per size; the peak just after data generation is reported too, so the tree's
 own increment shows. In the child: one `SemanticTree` with default `Config()` parameters;
 AMUs are inserted in order, one `insert_many` batch per session of `--session` AMUs, with
-`maintain()` after each and once at the
-end; insertion and maintenance are timed separately. Baseline in the same child, after the
+`maintain()` after each and once at the end; insertion and maintenance are timed separately. Baseline in the same child, after the
 tree: `faiss.IndexFlatIP(dim).add(X)` of the same vectors. Progress goes to stderr; the
-child prints one JSON line to stdout and the parent prints the Markdown table.
+child prints one JSON line to stdout and the parent prints the Markdown table. With
+`--repeat R` the sizes run round by round (so a slow spell of the machine hits every size) and
+the fastest run of each size is reported, every run kept in the JSON.
 """
 from __future__ import annotations
 

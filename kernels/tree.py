@@ -10,7 +10,7 @@ def beam_descend(centroids: np.ndarray, child_table: np.ndarray, start: np.ndarr
                  beam: int, *, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Beam search by cosine for a batch of queries, all queries one level per step.
 
-    centroids: (N, d) float32 unit rows, one per node id. child_table: (N, K) int64, row n =
+    centroids: (N, d) float32 unit rows, one per node id. child_table: (N, K) integers, row n =
     the children of node n padded with -1; a leaf's row is [n, -1, ...] (it expands to itself).
     start: (S,) int64, the first frontier (the root's children). queries: (B, d) float32.
     Per query: score the frontier, keep the best `beam`, replace each kept node by its
@@ -23,7 +23,9 @@ def beam_descend(centroids: np.ndarray, child_table: np.ndarray, start: np.ndarr
     if beam < 1:
         raise ValueError(f"beam={beam!r}: must be >= 1")
     q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    table = np.asarray(child_table, dtype=np.int64)
+    table = np.asarray(child_table)  # int32 or int64, used as given (no copy of the table)
+    if not np.issubdtype(table.dtype, np.integer):
+        raise ValueError(f"child_table must hold integers, got {table.dtype}")
     start = np.asarray(start, dtype=np.int64).reshape(-1)
     B = q.shape[0]
     if B == 0 or start.size == 0:
@@ -62,7 +64,7 @@ def _descend_torch(cent, table, start, q, beam, device):
     import torch
 
     tc = torch.as_tensor(np.asarray(cent, dtype=np.float32), device=device)
-    tt = torch.as_tensor(table, device=device)
+    tt = torch.as_tensor(table, device=device).long()
     tq = torch.as_tensor(q, device=device)
     B = tq.shape[0]
     frontier = torch.as_tensor(start, device=device).expand(B, -1).clone()

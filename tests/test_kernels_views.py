@@ -422,3 +422,8 @@ def test_beam_descend_edge_cases():
     assert (nodes == -1).all()
     with pytest.raises(ValueError, match="beam"):
         beam_descend(cent, table, start, _unit(rng, 1, 12), 0)
+    with pytest.raises(ValueError, match="integers"):
+        beam_descend(cent, table.astype(np.float32), start, _unit(rng, 1, 12), 3)
+    q = _unit(rng, 6, 12)  # an int32 table (as the trees keep it) gives the same result
+    for got, want in zip(beam_descend(cent, table.astype(np.int32), start, q, 3), beam_descend(cent, table, start, q, 3)):
+        np.testing.assert_array_equal(got, want)

@@ -380,3 +380,26 @@ def test_space_views_insert_in_configured_batches(batch):
         assert views.event.snapshot() == ref.event.snapshot() and views.affect.snapshot() == ref.affect.snapshot()
     with pytest.raises(ValueError, match="insert_batch"):
         Config.from_dict({"insert_batch": -1})
+
+
+def test_child_table_widens_for_a_wide_node_and_narrows_after_maintenance():
+    rng = np.random.default_rng(13)
+    tree = SemanticTree(16, frozen_calibrator(tau_new=0.99, m_max=8), b_max=4, seed=0)
+    X = unit(rng.standard_normal((40, 16)))  # unrelated vectors: each opens a leaf under the root
+    tree.insert_many([f"a{i}" for i in range(40)], X)
+    assert len(tree.children[tree.root]) == 40
+    tree._flush_kids()
+    assert tree.kid_table.shape[1] >= 40 and tree.kid_table.dtype == np.int32
+    tree.maintain()
+    assert tree.kid_table.shape[1] == 2 * tree.b_max
+    check_tree(tree, [f"a{i}" for i in range(40)])
+    q = unit(rng.standard_normal((5, 16)))
+    for i, (leaves, sims) in enumerate(tree.descend_many(q, 3)):  # the narrowed table descends right:
+        frontier = list(tree.children[tree.root])  # reference over the children lists themselves
+        while True:
+            kept = sorted(frontier, key=lambda n: -float(tree.cent[n] @ q[i]))[:3]
+            if all(tree.is_leaf[n] for n in kept):
+                break
+            frontier = [c for n in kept for c in ([n] if tree.is_leaf[n] else tree.children[n])]
+        assert leaves == kept
+        np.testing.assert_allclose(sims, [tree.cent[n] @ q[i] for n in kept], atol=1e-6)

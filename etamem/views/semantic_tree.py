@@ -56,7 +56,7 @@ class SemanticTree:
         self.pending = np.zeros(0, np.int64)
         self.version = np.zeros(0, np.int64)  # bumped whenever the AMUs below a node change
         self.children: list[list[int]] = []
-        self.kid_table = np.full((0, 2 * b_max), -1, np.int64)  # children as rows, for beam_descend
+        self.kid_table = np.full((0, 2 * b_max), -1, np.int32)  # children as rows, for beam_descend
         self._kids_stale: set[int] = set()  # nodes whose kid_table row is out of date
         self.members: list[list[int]] = []
         self.summary: list[str | None] = []
@@ -198,6 +198,16 @@ class SemanticTree:
         found = nodes >= 0
         return [(n[f].tolist(), s[f]) for n, s, f in zip(nodes, scores, found)]
 
+    def _narrow_kids(self) -> None:
+        """Give back `kid_table` columns that a wide node (many new leaves before maintenance)
+        made the whole table take, once no row needs them."""
+        base = 2 * self.b_max
+        if self.kid_table.shape[1] > base:
+            self._flush_kids()
+            need = int((self.kid_table[: self.n_nodes] >= 0).sum(axis=1).max(initial=0))
+            if need < self.kid_table.shape[1]:
+                self.kid_table = np.ascontiguousarray(self.kid_table[:, : max(base, need)])
+
     def _flush_kids(self) -> None:
         """Write the children of nodes changed since the last descent into `kid_table`
         (a leaf's row is itself, as `beam_descend` expects)."""
@@ -205,8 +215,8 @@ class SemanticTree:
             row = self.children[n] if not self.leaf_flag[n] else [n]
             if not self.alive[n]:
                 row = []
-            if len(row) > self.kid_table.shape[1]:
-                wider = np.full((self.kid_table.shape[0], 2 * len(row)), -1, np.int64)
+            if len(row) > self.kid_table.shape[1]:  # until the next maintenance regroups the node
+                wider = np.full((self.kid_table.shape[0], 2 * len(row)), -1, np.int32)
                 wider[:, : self.kid_table.shape[1]] = self.kid_table
                 self.kid_table = wider
             self.kid_table[n] = -1
@@ -361,6 +371,7 @@ class SemanticTree:
                     depth[a] = len(path) - 1 - i
         self._refresh_summaries(depth, summariser)
         self.dirty.clear()
+        self._narrow_kids()
         return {k: self.stats[k] - before[k] for k in self.stats}
 
     def _merge_candidates(self, parents: list[int], touched: set[int]) -> list[int]:
@@ -672,7 +683,7 @@ class SemanticTree:
             tree.cent[nid] = _unit(tree.sums[nid])
             tree.reps[nid] = [tree.row_of[a] for a in r["info"].get("reps", []) if a in tree.row_of]
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
-        tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int64)
+        tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
         return tree
 
