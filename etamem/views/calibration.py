@@ -106,19 +106,6 @@ class Calibrator:
             if j < self.reservoir_size:
                 self.reservoir[j] = v
 
-    def observe_one(self, value: float) -> None:
-        """Fast path of `observe` for one similarity (called once per insertion)."""
-        if value != value or value in (float("inf"), float("-inf")):
-            return
-        if self.reservoir.size < self.reservoir_size:
-            self.reservoir = np.append(self.reservoir, np.float32(value))
-            self.seen += 1
-            return
-        self.seen += 1
-        j = _splitmix64(self.seed * 0x9E3779B1 + self.seen) % self.seen
-        if j < self.reservoir_size:
-            self.reservoir[j] = value
-
     def targets(self, leaf_sizes) -> tuple[Thresholds, float] | None:
         """(targets, Otsu threshold) from the reservoir and leaf sizes; None during warm-up."""
         if not self.warmed_up or self.reservoir.size < 2:
