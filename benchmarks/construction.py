@@ -10,11 +10,12 @@ one session touches many clusters). Each size runs in a fresh subprocess, so the
 (`ru_maxrss`) is per size; the peak just after data generation is reported too, so the tree's
 own increment shows. In the child: one `SemanticTree` with default `Config()` parameters;
 AMUs are inserted in order, one `insert_many` batch per session of `--session` AMUs, with
-`maintain()` after each and once at the end; insertion and maintenance are timed separately. Baseline in the same child, after the
-tree: `faiss.IndexFlatIP(dim).add(X)` of the same vectors. Progress goes to stderr; the
-child prints one JSON line to stdout and the parent prints the Markdown table. With
-`--repeat R` the sizes run round by round (so a slow spell of the machine hits every size) and
-the fastest run of each size is reported, every run kept in the JSON.
+`maintain()` after each and once at the end; insertion and maintenance are timed separately.
+Baseline in the same child, after the tree: `faiss.IndexFlatIP(dim).add(X)` of the same
+vectors. Progress goes to stderr; the child prints one JSON line to stdout and the parent
+prints the Markdown table. With `--repeat R` the sizes run round by round (so a slow spell
+of the machine hits every size) and the fastest run of each size is reported, every run kept
+in the JSON.
 """
 from __future__ import annotations
 
