@@ -16,10 +16,16 @@ from .config import Config, parse_overrides
 
 
 def _setup_logging(verbosity: int) -> None:
+    """Log to stderr: etamem at WARNING / INFO (-v) / DEBUG (-vv), other libraries at WARNING
+    unless -vv (bm25s sets its own logger to DEBUG when imported, so its records are filtered
+    at the handler)."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
     logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("etamem").setLevel(level)
+    if verbosity < 2:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.split(".")[0] == "etamem")
     # model loaders print progress bars of their own; keep the terminal readable
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

@@ -115,3 +115,17 @@ def test_cli_ingest_search_ask(tmp_path, capsys, locomo_dev):
     assert main(["-q", "search", str(store), "x", "--space", "nope"]) == 2
     with pytest.raises(SystemExit):
         main(["-q", "search", str(tmp_path / "missing"), "x"])
+
+
+@pytest.mark.parametrize("verbosity,shown", [(0, {"warn-w", "own-w"}), (1, {"warn-w", "own-w", "own-i"}),
+                                             (2, {"dbg-x", "warn-w", "own-w", "own-i"})])
+def test_cli_logging_keeps_third_party_debug_out(verbosity, shown):
+    """bm25s sets its logger to DEBUG on import; the CLI shows other libraries' records only
+    from WARNING up unless -vv, and etamem's by the chosen verbosity."""
+    import subprocess
+
+    code = (f"from etamem.cli import _setup_logging; _setup_logging({verbosity}); import bm25s, logging; "
+            "b = logging.getLogger('bm25s'); b.debug('dbg-x'); b.warning('warn-w'); "
+            "e = logging.getLogger('etamem.t'); e.info('own-i'); e.warning('own-w')")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert {m for m in ("dbg-x", "warn-w", "own-w", "own-i") if m in err} == shown

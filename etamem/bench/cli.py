@@ -78,12 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     args = p.parse_args(argv)
-    import logging
-    import os
+    from ..cli import _setup_logging
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("etamem").setLevel(logging.INFO)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _setup_logging(1)  # progress of the run (etamem at INFO), other libraries at WARNING
     try:
         return cmd_bench(args)
     except ValueError as exc:
