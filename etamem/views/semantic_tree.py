@@ -149,17 +149,14 @@ class SemanticTree(TreeMaintenance):
             out.append(parent[out[-1]])
         return out
 
-    def _bump_path(self, leaf: int, vec: np.ndarray, sign: int) -> None:
-        path = self.path(leaf)
-        sums = self.sums[path]
-        sums += vec if sign > 0 else -vec
-        self.sums[path] = sums
-        self.count[path] += sign
-        self.pending[path] += 1
-        self.stats["pending_updates"] += len(path)
-        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
-        self.cent[path] = sums / np.maximum(norms, 1e-12)[:, None]
-        self.changed.update(path)
+    def _drop_empty(self, node: int) -> int:
+        """Remove `node` and then its ancestors while they hold no AMU; returns the first
+        node kept (the root at worst)."""
+        while node != self.root and self.count[node] == 0:
+            up = self.parent[node]
+            self._remove_node(node)
+            node = up
+        return node
 
     # --- queries used by insertion and retrieval --------------------------------------------
     @property
@@ -280,17 +277,18 @@ class SemanticTree(TreeMaintenance):
         for i, leaf in enumerate(leaf_of.tolist()):
             self.members[leaf].append(first + i)
         self.leaf_of[first: self.n_rows] = leaf_of
-        self._add_rows(leaf_of, X)
+        self._update_paths(leaf_of, X)
         self.stats["inserted"] += len(ids)
         return leaf_of.tolist()
 
-    def _add_rows(self, leaf_of: np.ndarray, X: np.ndarray) -> None:
-        """Add rows X (B, d) to the sums, counts and pending counters of their leaves
-        `leaf_of` (B,) and of all the leaves' ancestors, once per node; refresh the centroids."""
+    def _update_paths(self, leaf_of: np.ndarray, X: np.ndarray, sign: int = 1) -> None:
+        """Add (sign +1) or take away (-1) rows X (B, d) in the sums and counts of their leaves
+        `leaf_of` (B,) and of all the leaves' ancestors, once per node; pending counters count
+        every row either way; the centroids are refreshed."""
         leaves, inv = np.unique(leaf_of, return_inverse=True)
         onehot = np.zeros((len(leaves), len(leaf_of)))
-        onehot[inv, np.arange(len(leaf_of))] = 1.0
-        delta = onehot @ X.astype(np.float64)  # (L, d) per-leaf sums of the new rows
+        onehot[inv, np.arange(len(leaf_of))] = float(sign)
+        delta = onehot @ X.astype(np.float64)  # (L, d) per-leaf signed sums of the rows
         n_add = np.bincount(inv, minlength=len(leaves)).astype(np.int64)
         nodes: list[int] = []
         of_leaf: list[int] = []
@@ -305,9 +303,9 @@ class SemanticTree(TreeMaintenance):
         sums = self.sums[uniq] + member @ delta
         self.sums[uniq] = sums
         n_up = np.rint(member @ n_add).astype(np.int64)
-        self.count[uniq] += n_up
+        self.count[uniq] += sign * n_up
         self.pending[uniq] += n_up
-        self.cent[uniq] = sums / np.maximum(np.sqrt(np.einsum("ij,ij->i", sums, sums)), 1e-12)[:, None]
+        self.cent[uniq] = _unit(sums)
         self.changed.update(uniq.tolist())
         self.dirty.update(leaves.tolist())
 
@@ -319,13 +317,8 @@ class SemanticTree(TreeMaintenance):
         leaf = int(self.leaf_of[row])
         self.members[leaf].remove(row)
         self.leaf_of[row] = -1
-        self._bump_path(leaf, self.X[row], -1)
-        node = leaf
-        while node != self.root and self.count[node] == 0:
-            up = self.parent[node]
-            self._remove_node(node)
-            node = up
-        self.dirty.add(node)
+        self._update_paths(np.array([leaf]), self.X[[row]], -1)
+        self.dirty.add(self._drop_empty(leaf))
         self.stats["deleted"] += 1
         return True
 

@@ -25,7 +25,8 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 class TreeMaintenance:
     """Maintenance methods; the node arrays, lists and helpers (`_new_node`, `_remove_node`,
-    `_set_parent`, `_recompute`, `_bump_path`, `descend`, `path`, `leaves`) are `SemanticTree`'s."""
+    `_set_parent`, `_recompute`, `_update_paths`, `_drop_empty`, `descend`, `path`, `leaves`) are
+    `SemanticTree`'s."""
 
     # --- maintenance ------------------------------------------------------------------------
     def maintain(self, summariser: Summariser | None = None) -> dict[str, int]:
@@ -131,21 +132,14 @@ class TreeMaintenance:
         rows = list(self.members[leaf])
         if self.active_rows <= len(rows):
             return  # nowhere else to go
-        for r in rows:
-            self.members[leaf].remove(r)
-            self._bump_path(leaf, self.X[r], -1)
-        self._remove_node(leaf)
-        node = self.parent[leaf]
-        while node != self.root and self.count[node] == 0:
-            up = self.parent[node]
-            self._remove_node(node)
-            node = up
-        for r in rows:
+        self.members[leaf] = []
+        self._update_paths(np.full(len(rows), leaf), self.X[rows], -1)
+        node = self._drop_empty(leaf)
+        for r in rows:  # one by one: each AMU's descent sees the ones placed before it
             target = self.descend(self.X[r], self.b_ins)[0][0]
             self.members[target].append(r)
             self.leaf_of[r] = target
-            self._bump_path(target, self.X[r], +1)
-            self.dirty.add(target)
+            self._update_paths(np.array([target]), self.X[[r]])
         self.dirty.add(node)
         self.stats["merges"] += 1
 
