@@ -80,7 +80,6 @@ def run_child(n: int, args) -> dict:
     import faiss
 
     from etamem.config import Config
-    from etamem.views.calibration import Calibrator
     from etamem.views.semantic_tree import SemanticTree
 
     import_mb = peak_mb()
@@ -89,9 +88,7 @@ def run_child(n: int, args) -> dict:
     gen_s, data_mb = time.perf_counter() - t0, peak_mb()
 
     c = Config.from_dict({k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)})
-    tree = SemanticTree(args.dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
-                        summary_delta=c.summary_delta, summary_reps=c.summary_reps,
-                        pair_samples=c.calibration_pair_samples, seed=c.seed)
+    tree = SemanticTree.from_config(args.dim, c)
     t_ins = t_maint = 0.0
     cpu0 = time.process_time()
     step, next_report = max(1, n // 10), max(1, n // 10)

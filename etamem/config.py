@@ -58,6 +58,7 @@ class Config:
     m_max_bounds: tuple = (12, 24)  # calibrated leaf capacity stays inside these bounds (low = m_max_init)
     m_min: int = 2  # smaller leaves merge into their most similar sibling
     b_ins: int = 3  # insertion beam width
+    insert_top_width: int = 512  # insertion scores every node of the widest top level with at most this many nodes
     insert_batch: int = 0  # AMUs per tree insertion batch (one descent each); 0: all AMUs of one add(); 1: one by one
     tau_new_init: float = 0.35  # warm-up: open a new leaf below this similarity
     tau_coh_init: float = 0.25  # warm-up: split a leaf whose cohesion is lower
@@ -138,6 +139,8 @@ class Config:
             raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
         if self.b_max < 2:
             raise ValueError("config b_max must be >= 2")
+        if self.insert_top_width < 0:
+            raise ValueError("config insert_top_width must be >= 0 (0: the beam starts at the root's children)")
         if self.insert_batch < 0:
             raise ValueError("config insert_batch must be >= 0 (0: one batch per add() call)")
         for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",

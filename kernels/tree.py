@@ -12,7 +12,8 @@ def beam_descend(centroids: np.ndarray, child_table: np.ndarray, start: np.ndarr
 
     centroids: (N, d) float32 unit rows, one per node id. child_table: (N, K) integers, row n =
     the children of node n padded with -1; a leaf's row is [n, -1, ...] (it expands to itself).
-    start: (S,) int64, the first frontier (the root's children). queries: (B, d) float32.
+    start: (S,) int64, distinct node ids, the first frontier (the root's children, or a wider
+    level; scored for all queries in one product). queries: (B, d) float32.
     Per query: score the frontier, keep the best `beam`, replace each kept node by its
     children, until every kept node is a leaf. Returns (nodes (B, beam) int64, scores (B, beam)
     float32), best first per row (ties: lower node id), padded with -1 / -inf where fewer
@@ -40,12 +41,10 @@ def beam_descend(centroids: np.ndarray, child_table: np.ndarray, start: np.ndarr
 def _descend_numpy(cent, table, start, q, beam):
     B = q.shape[0]
     frontier = np.broadcast_to(start, (B, start.size)).copy()
+    valid, safe = np.ones(frontier.shape, bool), frontier
+    s = q @ cent.take(start, axis=0).T  # (B, S): the shared first frontier is one product
     qcol = q[:, :, None]
     while True:
-        valid = frontier >= 0
-        safe = np.where(valid, frontier, 0)
-        s = np.matmul(cent.take(safe, axis=0), qcol)[:, :, 0]  # (B, W); take: faster than fancy indexing
-        s[~valid] = -np.inf
         if frontier.shape[1] > beam:
             top = np.argpartition(-s, beam - 1, axis=1)[:, :beam]
             frontier, s = np.take_along_axis(frontier, top, 1), np.take_along_axis(s, top, 1)
@@ -57,6 +56,10 @@ def _descend_numpy(cent, table, start, q, beam):
         frontier = -np.sort(-kids.reshape(B, -1), axis=1)  # padding last
         width = int((frontier >= 0).sum(axis=1).max())
         frontier = frontier[:, :max(width, 1)]
+        valid = frontier >= 0
+        safe = np.where(valid, frontier, 0)
+        s = np.matmul(cent.take(safe, axis=0), qcol)[:, :, 0]  # (B, W); take: faster than fancy indexing
+        s[~valid] = -np.inf
     return _finish(frontier, s, beam)
 
 
@@ -67,12 +70,11 @@ def _descend_torch(cent, table, start, q, beam, device):
     tt = torch.as_tensor(table, device=device).long()
     tq = torch.as_tensor(q, device=device)
     B = tq.shape[0]
-    frontier = torch.as_tensor(start, device=device).expand(B, -1).clone()
+    tstart = torch.as_tensor(start, device=device)
+    frontier = tstart.expand(B, -1).clone()
+    valid, safe = torch.ones_like(frontier, dtype=torch.bool), frontier
+    s = tq @ tc[tstart].T  # (B, S): the shared first frontier is one product
     while True:
-        valid = frontier >= 0
-        safe = torch.where(valid, frontier, torch.zeros_like(frontier))
-        s = torch.bmm(tc[safe], tq[:, :, None])[:, :, 0]
-        s = s.masked_fill(~valid, float("-inf"))
         if frontier.shape[1] > beam:
             s, top = torch.topk(s, beam, dim=1)
             frontier, safe = torch.gather(frontier, 1, top), torch.gather(safe, 1, top)
@@ -84,6 +86,10 @@ def _descend_torch(cent, table, start, q, beam, device):
         frontier = torch.sort(kids.reshape(B, -1), dim=1, descending=True).values
         width = int((frontier >= 0).sum(dim=1).max())
         frontier = frontier[:, :max(width, 1)]
+        valid = frontier >= 0
+        safe = torch.where(valid, frontier, torch.zeros_like(frontier))
+        s = torch.bmm(tc[safe], tq[:, :, None])[:, :, 0]
+        s = s.masked_fill(~valid, float("-inf"))
     return _finish(frontier.cpu().numpy(), s.cpu().numpy(), beam)
 
 

@@ -408,6 +408,29 @@ def test_beam_descend_matches_reference(backend, n_leaves, fanout, beam):
         assert all(table[n, 0] == n for n in got)  # leaves only
 
 
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_beam_descend_from_a_wide_start_matches_reference(backend):
+    """A deeper, wider first frontier (as `SemanticTree.top_level` passes), with leaves
+    mixed in, scored in one product: same result as the per-query reference."""
+    rng = np.random.default_rng(11)
+    cent, table, start = _random_tree(rng, 400, 4)
+    wide = [int(c) for n in start for c in table[n] if c >= 0]
+    wide = [int(c) for n in wide for c in table[n] if c >= 0]
+    wide = sorted(set(wide[: len(wide) // 2] + list(range(0, 400, 37))))  # a level's half and some leaves
+    q = _unit(rng, 25, cent.shape[1])
+    for beam in (1, 3, 6):
+        nodes, scores = beam_descend(cent, table, np.asarray(wide), q, beam, backend=backend)
+        for i in range(25):
+            ref_nodes, ref_scores = _descend_ref(cent, table, wide, q[i], beam)
+            got = nodes[i][nodes[i] >= 0]
+            assert got.tolist() == ref_nodes
+            np.testing.assert_allclose(scores[i][: len(got)], ref_scores, atol=1e-5)
+    # every leaf as the start: an exact nearest-leaf search
+    leaves = np.arange(400)
+    nodes, scores = beam_descend(cent, table, leaves, q, 1, backend=backend)
+    np.testing.assert_array_equal(nodes[:, 0], np.argmax(q @ cent[:400].T, axis=1))
+
+
 def test_beam_descend_edge_cases():
     rng = np.random.default_rng(0)
     cent, table, start = _random_tree(rng, 10, 3)

@@ -403,3 +403,58 @@ def test_child_table_widens_for_a_wide_node_and_narrows_after_maintenance():
             frontier = [c for n in kept for c in ([n] if tree.is_leaf[n] else tree.children[n])]
         assert leaves == kept
         np.testing.assert_allclose(sims, [tree.cent[n] @ q[i] for n in kept], atol=1e-6)
+
+
+# --- where the insertion beam starts -----------------------------------------------------------
+def test_top_level_is_the_widest_level_within_top_width():
+    rng = np.random.default_rng(12)
+    centres = unit(rng.standard_normal((12, 16)))
+    tree = SemanticTree(16, frozen_calibrator(tau_new=0.8, m_max=6), b_max=3, seed=0)
+    for s in range(0, 240, 20):
+        tree.insert_many([f"a{i}" for i in range(s, s + 20)], clustered(rng, centres[rng.integers(0, 12)], 20, 0.1))
+        tree.maintain()
+    live = [int(n) for n in np.flatnonzero(tree.alive[: tree.n_nodes]) if n != tree.root]
+    depth = {n: len(tree.path(n)) - 1 for n in live}  # root's children: 1
+    levels = [sorted(n for n in live if depth[n] == k or (depth[n] < k and tree.is_leaf[n]))
+              for k in range(1, max(depth.values()) + 1)]
+    assert len(levels) >= 3 and levels[-1] == tree.leaves().tolist()
+    for width in (0, 3, len(levels[1]), len(levels[2]) - 1, 10**6):
+        tree.top_width, tree._top = width, None
+        fits = [lv for lv in levels if len(lv) <= width]
+        want = fits[-1] if fits else levels[0]
+        assert sorted(tree.top_level().tolist()) == want
+    tree.insert("new", unit(rng.standard_normal(16)))  # a structural change drops the cached level
+    assert sorted(tree.top_level().tolist()) == tree.leaves().tolist()
+
+
+def test_insertion_from_all_leaves_is_exact_and_a_narrow_beam_is_not():
+    """Brute-force reference: when the top level holds every leaf, each AMU joins the leaf of
+    highest cosine if that reaches tau_new, else opens a leaf. On many independent clusters a
+    root-started beam of 1 misses such leaves (so this test can fail)."""
+    rng = np.random.default_rng(13)
+    centres = unit(rng.standard_normal((40, 24)))
+    X = unit(centres[rng.permutation(np.repeat(np.arange(40), 12))] + 0.25 * rng.standard_normal((480, 24)) / 5)
+    needless = {}
+    for width in (10**6, 0):
+        tree = SemanticTree(24, frozen_calibrator(tau_new=0.8, m_max=10), b_max=3, b_ins=1, seed=0, top_width=width)
+        needless[width] = 0
+        for i, x in enumerate(X):
+            leaves = tree.leaves()
+            sims = tree.cent[leaves] @ x if len(leaves) else np.zeros(0)
+            before = tree.stats["new_leaves"]
+            got = tree.insert(f"a{i}", x)
+            if len(sims) and sims.max() >= 0.8:
+                needless[width] += tree.stats["new_leaves"] > before
+                if width:
+                    assert got == leaves[int(np.argmax(sims))]
+            elif width:
+                assert tree.stats["new_leaves"] == before + 1
+            if i % 24 == 23:
+                tree.maintain()
+    assert needless[10**6] == 0 and needless[0] > 10
+
+
+def test_config_rejects_negative_top_width():
+    with pytest.raises(ValueError, match="insert_top_width"):
+        Config.from_dict({"insert_top_width": -1})
+    assert SemanticTree.from_config(8, Config(insert_top_width=7)).top_width == 7

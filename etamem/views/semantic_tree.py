@@ -29,11 +29,13 @@ class SemanticTree(TreeMaintenance):
 
     def __init__(self, dim: int, calibrator: Calibrator, *, b_max: int = 8, m_min: int = 2, b_ins: int = 3,
                  summary_delta: int = 8, summary_reps: int = 3, pair_samples: int = 64, seed: int = 0,
-                 backend: str = "auto"):
+                 backend: str = "auto", top_width: int = 512):
         self.dim, self.calibrator = int(dim), calibrator
         self.b_max, self.m_min, self.b_ins = b_max, m_min, b_ins
         self.summary_delta, self.summary_reps, self.pair_samples = summary_delta, summary_reps, pair_samples
         self.seed, self.backend = seed, backend
+        self.top_width = int(top_width)  # the beam starts from the widest level with at most this many nodes
+        self._top: np.ndarray | None = None  # that level (cached until the structure changes)
         self.kmeans_iter = 10  # Lloyd iterations for splits/regroups (small sets: converges fast)
         self.steps = 0  # maintenance passes so far
         self.n_nodes = 0
@@ -64,6 +66,15 @@ class SemanticTree(TreeMaintenance):
                       "collapses": 0, "summaries_first": 0, "summaries_refresh": 0, "pending_updates": 0}
         self.root = self._new_node(-1, leaf=False)
 
+    @classmethod
+    def from_config(cls, dim: int, config, backend: str = "auto") -> "SemanticTree":
+        """An empty tree with the tree and calibration parameters of a `Config`."""
+        c = config
+        return cls(dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
+                   summary_delta=c.summary_delta, summary_reps=c.summary_reps,
+                   pair_samples=c.calibration_pair_samples, seed=c.seed, backend=backend,
+                   top_width=c.insert_top_width)
+
     # --- storage helpers ------------------------------------------------------------------
     def _grow(self, name: str, need: int) -> None:
         arr = getattr(self, name)
@@ -76,6 +87,7 @@ class SemanticTree(TreeMaintenance):
         setattr(self, name, new)
 
     def _new_node(self, parent: int, *, leaf: bool) -> int:
+        self._top = None
         nid = self.n_nodes
         self.n_nodes += 1
         for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "kid_table"):
@@ -103,6 +115,7 @@ class SemanticTree(TreeMaintenance):
         return nid
 
     def _remove_node(self, nid: int) -> None:
+        self._top = None
         p = self.parent[nid]
         if p >= 0 and nid in self.children[p]:
             self.children[p].remove(nid)
@@ -118,6 +131,7 @@ class SemanticTree(TreeMaintenance):
         self.removed.add(nid)
 
     def _set_parent(self, nid: int, parent: int) -> None:
+        self._top = None
         old = self.parent[nid]
         if old >= 0 and nid in self.children[old]:
             self.children[old].remove(nid)
@@ -171,15 +185,36 @@ class SemanticTree(TreeMaintenance):
         """Beam search for one query (x: (d,) float32 unit); see `descend_many`."""
         return self.descend_many(np.asarray(x, np.float32).reshape(1, -1), beam)[0]
 
+    def top_level(self) -> np.ndarray:
+        """Where the beam starts: the deepest level (counted from the root's children; a leaf
+        above it stands for itself) with at most `top_width` nodes, (S,) int64.
+
+        With b_max 8 and the default 512 that is the third level of a large tree: all its nodes
+        are scored (one (B, d) x (d, S) product per batch), because near the root a centroid
+        averages so many clusters that, where the data has no structure above the clusters,
+        it is about as close to the AMU's cluster as to any other and a narrow beam picks
+        subtrees almost at random. A small tree is scored down to its leaves (exact insertion).
+        """
+        if self._top is None:
+            level = list(self.children[self.root])
+            while not all(self.leaf_flag[n] for n in level):
+                nxt = [c for n in level for c in (self.children[n] if not self.leaf_flag[n] else (n,))]
+                if len(nxt) > self.top_width:
+                    break
+                level = nxt
+            self._top = np.asarray(level, np.int64)
+        return self._top
+
     def descend_many(self, Q: np.ndarray, beam: int) -> list[tuple[list[int], np.ndarray]]:
-        """Beam search by centroid cosine (`kernels.beam_descend`) for a batch of queries.
+        """Beam search by centroid cosine (`kernels.beam_descend`) for a batch of queries,
+        from `top_level()`.
 
         Q: (B, d) float32 unit rows. Returns per query (leaf ids, their cosines as float32),
         best first; empty if the tree has no leaf.
         """
         self._flush_kids()
         nodes, scores = beam_descend(self.cent[: self.n_nodes], self.kid_table[: self.n_nodes],
-                                     np.asarray(self.children[self.root], np.int64), Q, beam, backend=self.backend)
+                                     self.top_level(), Q, beam, backend=self.backend)
         found = nodes >= 0
         return [(n[f].tolist(), s[f]) for n, s, f in zip(nodes, scores, found)]
 
@@ -350,7 +385,8 @@ class SemanticTree(TreeMaintenance):
         return {"dim": self.dim, "root": self.root, "n_nodes": self.n_nodes, "steps": self.steps,
                 "stats": self.stats, "params": {"b_max": self.b_max, "m_min": self.m_min, "b_ins": self.b_ins,
                                                 "summary_delta": self.summary_delta, "summary_reps": self.summary_reps,
-                                                "pair_samples": self.pair_samples, "seed": self.seed}}
+                                                "pair_samples": self.pair_samples, "seed": self.seed,
+                                                "top_width": self.top_width}}
 
     @classmethod
     def restore(cls, state: dict, rows: list[dict], calibrator: Calibrator, vectors: dict[str, np.ndarray],

@@ -37,10 +37,7 @@ class SpaceViews:
         self.time = TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps)
 
     def _tree(self, dim: int) -> SemanticTree:
-        c = self.config
-        return SemanticTree(dim, Calibrator.from_config(c), b_max=c.b_max, m_min=c.m_min, b_ins=c.b_ins,
-                            summary_delta=c.summary_delta, summary_reps=c.summary_reps,
-                            pair_samples=c.calibration_pair_samples, seed=c.seed)
+        return SemanticTree.from_config(dim, self.config)
 
     def tree(self, view: str) -> SemanticTree:
         if view not in ("event", "affect"):
