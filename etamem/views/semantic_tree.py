@@ -5,10 +5,12 @@ Nodes live in parallel arrays indexed by an integer node id (ids are never reuse
 `sums`, i.e. the centroid), `count`, `parent`, `is_leaf`, `alive`, `pending`; children and
 leaf members are Python lists. AMUs are rows of `X` (float32 unit vectors).
 
-- Insertion: beam search from the root keeping the best `b_ins` nodes per step; the best
-  leaf takes the AMU when its similarity is >= `tau_new`, otherwise a new leaf opens under
-  that leaf's parent (it may exceed `b_max` children until maintenance). Sums, centroids
-  and `pending` counters are updated along the path. Cost O(depth * b_ins * b_max * d).
+- Insertion: beam search keeping the best `b_ins` nodes per step, starting from every node
+  of `top_level()` (the deepest level with at most `top_width` nodes, scored in one product);
+  the best leaf takes the AMU when its similarity is >= `tau_new`, otherwise a new leaf opens
+  under that leaf's parent (it may exceed `b_max` children until maintenance). Sums,
+  centroids and `pending` counters are updated along the path. Cost O((top_width + depth *
+  b_ins * b_max) * d).
   A batch (`insert_many`) descends once for all its AMUs (`kernels.beam_descend` over the
   centroids and `kid_table`, the children as an int32 table), then picks leaves AMU by AMU.
 - Maintenance (`maintain`, at session end; `tree_maintenance.py`) only visits nodes touched
