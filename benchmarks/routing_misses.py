@@ -22,23 +22,20 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10-dev.json"
+from .locomo_retrieval import DEFAULT_FILE
+
 log = logging.getLogger("benchmarks.routing_misses")
 
 
 def locomo_amus(path: str | Path) -> list[str]:
     """AMU texts of the rule extractor over every turn of the file, in order."""
-    from datetime import datetime, timezone
-
     from etamem.datasets import read_locomo
     from etamem.extraction import RuleExtractor
-    from etamem.types import Turn
+    from etamem.inputs import normalise_turns
 
     ex, texts = RuleExtractor(), []
     for conv in read_locomo(path):
-        for t in conv.turns:
-            turn = Turn(turn_id=t["turn_id"], session_id=t["session_id"], speaker=t["speaker"], text=t["text"],
-                        timestamp=datetime(2023, 1, 1, tzinfo=timezone.utc), space=conv.space, extra=t["extra"])
+        for turn in normalise_turns(conv.turns, conv.space, default_tz="UTC"):
             texts.extend(ex.extract(turn))
     return texts
 
@@ -71,7 +68,7 @@ def measure(X: np.ndarray, width: int, session: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("locomo", nargs="?", default=str(DEFAULT_LOCOMO))
+    ap.add_argument("locomo", nargs="?", default=str(DEFAULT_FILE))
     ap.add_argument("--widths", type=int, nargs="+", default=[512, 0])
     ap.add_argument("--synthetic", action="store_true", help="also flat and nested synthetic data of the same size")
     ap.add_argument("--session", type=int, default=50)
