@@ -51,6 +51,20 @@ def check_tree(tree, expected_ids, after_maintenance=True):
     assert sorted(tree.amu_ids[r] for r in seen) == sorted(expected_ids)
 
 
+def check_caches(tree):
+    """What the tree keeps up to date incrementally equals a fresh computation: the leaf-size
+    histogram, and the cached start level of the insertion beam (dropped only when a children
+    list that decides it changes; left cached)."""
+    hist = tree.leaf_size_hist()
+    want = np.bincount(tree.count[tree.leaves()], minlength=len(hist))
+    assert len(want) == len(hist) and (hist == want).all()
+    if tree._top is not None:
+        cached = tree._top.tolist()
+        tree._top = None
+        assert tree.top_level().tolist() == cached
+    tree.top_level()
+
+
 # --- property tests ---------------------------------------------------------------------------
 OPS = st.lists(st.one_of(
     st.tuples(st.just("add"), st.integers(0, 3), st.sampled_from(["negative", "neutral", "positive"]),
@@ -64,7 +78,7 @@ OPS = st.lists(st.one_of(
 @given(ops=OPS, seed=st.integers(0, 1000))
 def test_views_invariants_under_random_operations(ops, seed):
     cfg = Config(b_max=3, m_max_init=4, m_max_bounds=(4, 6), m_min=2, b_ins=2, calibration_min_obs=20,
-                 calibration_reservoir=64, summary_delta=3, seed=seed)
+                 calibration_reservoir=64, summary_delta=3, seed=seed, insert_top_width=(1, 3, 512)[seed % 3])
     rng = np.random.default_rng(seed)
     centres = unit(rng.standard_normal((4, 8)))
     views = SpaceViews(cfg, 8, 8)
@@ -88,6 +102,8 @@ def test_views_invariants_under_random_operations(ops, seed):
             del active[victim]
         else:
             views.maintain()
+        for name in ("event", "affect"):
+            check_caches(views.tree(name))
     views.maintain()
     for name in ("event", "affect"):
         ids = [a for a, amu in active.items() if route(amu.polarity) == name]
@@ -109,6 +125,7 @@ def test_views_invariants_under_random_operations(ops, seed):
         np.testing.assert_array_equal(a.cent[live], b.cent[live])
         assert a.calibrator.state() == b.calibrator.state()
         np.testing.assert_array_equal(a.calibrator.reservoir, b.calibrator.reservoir)
+        check_caches(b)
     assert views.time.snapshot() == again.time.snapshot()
 
 
@@ -346,13 +363,15 @@ def test_merge_screening_changes_nothing():
 
 
 def test_count_percentile_matches_numpy():
-    from etamem.views.calibration import count_percentile
+    from etamem.views.calibration import count_percentile, hist_percentile
 
     rng = np.random.default_rng(11)
     for _ in range(300):
         c = rng.integers(0, int(rng.integers(1, 40)), int(rng.integers(1, 60)))
+        padded = np.concatenate([np.bincount(c), np.zeros(int(rng.integers(0, 5)), np.int64)])  # as the tree keeps it
         for q in (0, 10, 33.3, 75, 90, 100):
             assert count_percentile(c, q) == pytest.approx(float(np.percentile(c, q)), abs=1e-12)
+            assert hist_percentile(padded, q) == pytest.approx(float(np.percentile(c, q)), abs=1e-12)
     assert count_percentile(np.array([0.5, 1.5]), 50) == 1.0  # not integers: numpy itself
 
 
@@ -419,7 +438,7 @@ def test_top_level_is_the_widest_level_within_top_width():
               for k in range(1, max(depth.values()) + 1)]
     assert len(levels) >= 3 and levels[-1] == tree.leaves().tolist()
     for width in (0, 3, len(levels[1]), len(levels[2]) - 1, 10**6):
-        tree.top_width, tree._top = width, None
+        tree.top_width = width  # drops the cached level
         fits = [lv for lv in levels if len(lv) <= width]
         want = fits[-1] if fits else levels[0]
         assert sorted(tree.top_level().tolist()) == want

@@ -32,17 +32,24 @@ def _splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def hist_percentile(hist, q: float) -> float:
+    """`np.percentile(values, q)` (linear interpolation) of the non-negative integers that
+    `hist` counts (hist: (V,) integers, hist[v] = how many values equal v; at least one value)."""
+    cum = np.cumsum(np.asarray(hist, np.int64))
+    total = int(cum[-1])
+    h = (total - 1) * q / 100.0
+    lo = int(np.floor(h))
+    v_lo, v_hi = np.searchsorted(cum, [lo, min(lo + 1, total - 1)], side="right")
+    return float(v_lo + (h - lo) * (v_hi - v_lo))
+
+
 def count_percentile(counts, q: float) -> float:
     """`np.percentile(counts, q)` (linear interpolation) for non-negative integers, in O(n + max)
-    through a histogram instead of a partition: leaf sizes at every maintenance step."""
+    through a histogram instead of a partition."""
     c = np.asarray(counts)
     if c.size == 0 or not np.issubdtype(c.dtype, np.integer) or c.min() < 0:
         return float(np.percentile(c, q))
-    cum = np.cumsum(np.bincount(c))
-    h = (c.size - 1) * q / 100.0
-    lo = int(np.floor(h))
-    v_lo, v_hi = np.searchsorted(cum, [lo, min(lo + 1, c.size - 1)], side="right")
-    return float(v_lo + (h - lo) * (v_hi - v_lo))
+    return hist_percentile(np.bincount(c), q)
 
 
 @dataclass
@@ -106,8 +113,9 @@ class Calibrator:
             if j < self.reservoir_size:
                 self.reservoir[j] = v
 
-    def targets(self, leaf_sizes) -> tuple[Thresholds, float] | None:
-        """(targets, Otsu threshold) from the reservoir and leaf sizes; None during warm-up."""
+    def targets(self, leaf_sizes, size_hist=None) -> tuple[Thresholds, float] | None:
+        """(targets, Otsu threshold) from the reservoir and the leaf sizes (an array of sizes, or
+        `size_hist`, their histogram: size_hist[v] = leaves of size v); None during warm-up."""
         if not self.warmed_up or self.reservoir.size < 2:
             return None
         values = self.reservoir.astype(np.float64)
@@ -120,13 +128,18 @@ class Calibrator:
         low_t = float(np.percentile(high, self.low_pct))
         high_t = float(np.percentile(high, self.high_pct))
         lo, hi = self.m_max_bounds
-        sizes = np.asarray(leaf_sizes)
-        m_max = float(np.clip(1.5 * count_percentile(sizes, 75), lo, hi)) if sizes.size else self.current.m_max
+        if size_hist is not None:
+            p75 = hist_percentile(size_hist, 75) if np.any(size_hist) else None
+        else:
+            sizes = np.asarray(leaf_sizes)
+            p75 = count_percentile(sizes, 75) if sizes.size else None
+        m_max = self.current.m_max if p75 is None else float(np.clip(1.5 * p75, lo, hi))
         return Thresholds(tau_new=low_t, tau_coh=min(float(t), low_t), tau_merge=max(high_t, low_t), m_max=m_max), t
 
-    def update(self, leaf_sizes, step: int) -> bool:
-        """One maintenance-time update; returns False (nothing changes) during warm-up."""
-        got = self.targets(leaf_sizes)
+    def update(self, leaf_sizes, step: int, size_hist=None) -> bool:
+        """One maintenance-time update (leaf sizes as in `targets`); returns False (nothing
+        changes) during warm-up."""
+        got = self.targets(leaf_sizes, size_hist)
         if got is None:
             return False
         target, otsu = got

@@ -36,8 +36,9 @@ class SemanticTree(TreeMaintenance):
         self.b_max, self.m_min, self.b_ins = b_max, m_min, b_ins
         self.summary_delta, self.summary_reps, self.pair_samples = summary_delta, summary_reps, pair_samples
         self.seed, self.backend = seed, backend
-        self.top_width = int(top_width)  # the beam starts from the widest level with at most this many nodes
-        self._top: np.ndarray | None = None  # that level (cached until the structure changes)
+        self._top: np.ndarray | None = None  # the beam's start level (cached; see `top_level`)
+        self._top_guard: set[int] = set()  # the nodes whose children decide it
+        self.top_width = top_width  # the beam starts from the widest level with at most this many nodes
         self.kmeans_iter = 10  # Lloyd iterations for splits/regroups (small sets: converges fast)
         self.steps = 0  # maintenance passes so far
         self.n_nodes = 0
@@ -61,6 +62,9 @@ class SemanticTree(TreeMaintenance):
         self.amu_ids: list[str] = []
         self.texts: list[str] = []
         self.row_of: dict[str, int] = {}
+        self._size_hist = np.zeros(64, np.int64)  # live leaves by size (see `leaf_size_hist`)
+        self._hist_size: dict[int, int] = {}  # live leaf -> the size it is counted at there
+        self._sizes_stale: set[int] = set()  # nodes whose leaf size may differ from that
         self.dirty: set[int] = set()  # nodes to look at in the next maintenance
         self.changed: set[int] = set()  # nodes to persist
         self.removed: set[int] = set()  # node ids to delete from the store
@@ -77,6 +81,19 @@ class SemanticTree(TreeMaintenance):
                    pair_samples=c.calibration_pair_samples, seed=c.seed, backend=backend,
                    top_width=c.insert_top_width)
 
+    @property
+    def top_width(self) -> int:
+        return self._top_width
+
+    @top_width.setter
+    def top_width(self, width: int) -> None:
+        self._top_width, self._top = int(width), None
+
+    def _children_changed(self, *nodes: int) -> None:
+        """Drop the cached top level when the children of a node that decides it change."""
+        if self._top is not None and any(n in self._top_guard for n in nodes):
+            self._top = None
+
     # --- storage helpers ------------------------------------------------------------------
     def _grow(self, name: str, need: int) -> None:
         arr = getattr(self, name)
@@ -89,7 +106,7 @@ class SemanticTree(TreeMaintenance):
         setattr(self, name, new)
 
     def _new_node(self, parent: int, *, leaf: bool) -> int:
-        self._top = None
+        self._children_changed(parent)
         nid = self.n_nodes
         self.n_nodes += 1
         for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "kid_table"):
@@ -107,6 +124,7 @@ class SemanticTree(TreeMaintenance):
         self.summary.append(None)
         self.reps.append([])
         self._kids_stale.add(nid)
+        self._sizes_stale.add(nid)
         if parent >= 0:
             self.children[parent].append(nid)
             self._kids_stale.add(parent)
@@ -117,14 +135,15 @@ class SemanticTree(TreeMaintenance):
         return nid
 
     def _remove_node(self, nid: int) -> None:
-        self._top = None
         p = self.parent[nid]
+        self._children_changed(p, nid)
         if p >= 0 and nid in self.children[p]:
             self.children[p].remove(nid)
             self._kids_stale.add(p)
             self.dirty.add(p)
             self.changed.add(p)
         self.alive[nid] = False
+        self._sizes_stale.add(nid)
         self.children[nid], self.members[nid], self.reps[nid] = [], [], []
         self._kids_stale.add(nid)
         self.summary[nid] = None
@@ -133,8 +152,8 @@ class SemanticTree(TreeMaintenance):
         self.removed.add(nid)
 
     def _set_parent(self, nid: int, parent: int) -> None:
-        self._top = None
         old = self.parent[nid]
+        self._children_changed(old, parent)
         if old >= 0 and nid in self.children[old]:
             self.children[old].remove(nid)
             self.changed.add(old)
@@ -150,6 +169,7 @@ class SemanticTree(TreeMaintenance):
             rows = self.members[nid]
             self.sums[nid] = self.X[rows].astype(np.float64).sum(axis=0) if rows else 0.0
             self.count[nid] = len(rows)
+            self._sizes_stale.add(nid)
         else:
             kids = self.children[nid]
             self.sums[nid] = self.sums[kids].sum(axis=0) if kids else 0.0
@@ -183,6 +203,25 @@ class SemanticTree(TreeMaintenance):
         """Ids of live leaves, ascending: (L,) int64."""
         return np.flatnonzero(self.alive[: self.n_nodes] & self.is_leaf[: self.n_nodes])
 
+    def leaf_size_hist(self) -> np.ndarray:
+        """How many live leaves hold each number of AMUs: (V,) int64, index = size (zeros past
+        the largest); the same as `np.bincount(count[leaves()])` padded. Kept up to date from
+        the nodes whose size may have changed since the last call, so a maintenance step does
+        not scan every leaf. The array is the tree's own: read, do not write."""
+        hist, counted = self._size_hist, self._hist_size
+        for n in self._sizes_stale:
+            old = counted.pop(n, None)
+            if old is not None:
+                hist[old] -= 1
+            if self.alive[n] and self.leaf_flag[n]:
+                size = int(self.count[n])
+                if size >= hist.shape[0]:
+                    hist = self._size_hist = np.concatenate([hist, np.zeros(2 * size + 2 - hist.shape[0], np.int64)])
+                hist[size] += 1
+                counted[n] = size
+        self._sizes_stale.clear()
+        return hist
+
     def descend(self, x: np.ndarray, beam: int) -> tuple[list[int], np.ndarray]:
         """Beam search for one query (x: (d,) float32 unit); see `descend_many`."""
         return self.descend_many(np.asarray(x, np.float32).reshape(1, -1), beam)[0]
@@ -196,15 +235,23 @@ class SemanticTree(TreeMaintenance):
         averages so many clusters that, where the data has no structure above the clusters,
         it is about as close to the AMU's cluster as to any other and a narrow beam picks
         subtrees almost at random. A small tree is scored down to its leaves (exact insertion).
+
+        The level is cached. It depends only on the children lists of the root, of the levels
+        down to it and of its own nodes (their number of children decides whether the next
+        level fits), so only a change to one of those lists (`_children_changed`) drops it;
+        new leaves and splits deeper down keep it.
         """
         if self._top is None:
             level = list(self.children[self.root])
+            guard = {self.root}
             while not all(self.leaf_flag[n] for n in level):
+                guard.update(level)
                 nxt = [c for n in level for c in (self.children[n] if not self.leaf_flag[n] else (n,))]
-                if len(nxt) > self.top_width:
+                if len(nxt) > self._top_width:
                     break
                 level = nxt
-            self._top = np.asarray(level, np.int64)
+            guard.update(level)
+            self._top, self._top_guard = np.asarray(level, np.int64), guard
         return self._top
 
     def descend_many(self, Q: np.ndarray, beam: int) -> list[tuple[list[int], np.ndarray]]:
@@ -345,6 +392,7 @@ class SemanticTree(TreeMaintenance):
         self.cent[uniq] = _unit(sums)
         self.changed.update(uniq.tolist())
         self.dirty.update(leaves.tolist())
+        self._sizes_stale.update(leaves.tolist())
 
     def delete(self, amu_id: str) -> bool:
         """Remove an AMU; empty leaves (and emptied ancestors) go at once. False if absent."""
@@ -426,6 +474,7 @@ class SemanticTree(TreeMaintenance):
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
         tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
+        tree._sizes_stale = set(range(n))
         return tree
 
     # --- inspection -----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ class TreeMaintenance:
                 self._regroup(p)
         self._collapse(sorted(parents))
         self._observe_pairs(touched)
-        self.calibrator.update(self.count[self.leaves()], self.steps)
+        self.calibrator.update(None, self.steps, size_hist=self.leaf_size_hist())
         depth: dict[int, int] = {}  # the touched nodes and their ancestors -> depth
         for n in touched | self.dirty:
             if self.alive[n] and n not in depth:
@@ -151,6 +151,7 @@ class TreeMaintenance:
         self.sums[keep] += self.sums[gone]
         self.count[keep] += self.count[gone]
         self.pending[keep] += len(rows)
+        self._sizes_stale.add(keep)
         self.cent[keep] = _unit(self.sums[keep])
         self.changed.add(keep)
         self.dirty.add(keep)
