@@ -147,7 +147,7 @@ def table(rows: list[dict]) -> str:
     base = rows[0]
     head = ["AMUs", "insert AMUs/s", "maint. AMUs/s", "combined AMUs/s", "µs/AMU", "runs µs/AMU", "CPU µs/AMU",
             "µs ratio",
-            "ln ratio", "depth", "path/AMU", "leaves", "mean fan-out", "leaf p50/p90/max", "new leaves", "peak RSS MB (data)",
+            "ln ratio", "depth", "path/AMU", "µs/path node", "leaves", "mean fan-out", "leaf p50/p90/max", "new leaves", "peak RSS MB (data)",
             "FAISS add AMUs/s", "tree/FAISS", "load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -158,13 +158,23 @@ def table(rows: list[dict]) -> str:
                  f"{r['cpu_us_per_amu']:.0f}" if "cpu_us_per_amu" in r else "-",
                  f"{r['us_per_amu'] / base['us_per_amu']:.2f}",
                  f"{math.log(r['amus']) / math.log(base['amus']):.2f}", str(r["depth"]),
-                 f"{r['stats']['pending_updates'] / r['amus']:.2f}", f"{r['leaves']:,}",
+                 f"{path_per_amu(r):.2f}", f"{r['us_per_amu'] / path_per_amu(r):.1f}", f"{r['leaves']:,}",
                  f"{r['mean_fanout']:.1f}", f"{ls['p50']:.0f}/{ls['p90']:.0f}/{ls['max']:.0f}",
                  f"{r['stats']['new_leaves'] / r['amus']:.1%}",
                  f"{r['tree_peak_mb']:,.0f} ({r['data_peak_mb']:,.0f})", f"{r['faiss_add_rate']:,.0f}",
                  f"{r['ratio_to_faiss']:.2e}", f"{r['load_avg_1m']:.1f}" if "load_avg_1m" in r else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def path_per_amu(row: dict) -> float:
+    """Tree nodes updated per AMU (each AMU's path from its leaf to the root): the work."""
+    return row["stats"]["pending_updates"] / row["amus"]
+
+
+def work_slopes(rows: list[dict]) -> list[float]:
+    """Path nodes added per unit of ln n from one size to the next (the offset reading on the work)."""
+    return [(path_per_amu(b) - path_per_amu(a)) / math.log(b["amus"] / a["amus"]) for a, b in zip(rows, rows[1:])]
 
 
 def targets(rows: list[dict], cost: str = "us_per_amu") -> dict:
@@ -272,7 +282,7 @@ def report(doc: dict) -> None:
     print("\nµs/AMU: the fastest of the runs (runs µs/AMU: all of them, in order; CPU µs: the lowest). "
           "µs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
           "CPU µs: process time (less sensitive to other load). Path/AMU: tree nodes updated per AMU (the path "
-          "from its leaf to the root, a machine-independent measure of the work). "
+          "from its leaf to the root, a machine-independent measure of the work); µs/path node: µs/AMU over it. "
           "New leaves: insertions that opened a leaf. "
           "Peak RSS: ru_maxrss of the child after the tree is built (in brackets: after data generation). "
           "Load: 1-minute load average at the end (2 cores; above ~1 means other work shared them).")
@@ -293,6 +303,11 @@ def report(doc: dict) -> None:
         sl = ", ".join(f"{x['from']:,}->{x['to']:,}: {x['us_per_ln_unit']:.1f}" for x in g["slopes"])
         print(f"- log growth, offset allowed (cost = a + b ln n: µs added per unit of ln n must not rise) "
               f"{sl or 'n/a'} -> {fmt(g['slope_met'])}")
+    ws = work_slopes(rows)
+    if len(ws) > 1:  # not a target of the issue, which is on time: the machine-independent part of it
+        print("work (path/AMU; not a time, so not the issue's target): path nodes added per unit of ln n "
+              + ", ".join(f"{a['amus']:,}->{b['amus']:,}: {w:.2f}" for a, b, w in zip(rows, rows[1:], ws))
+              + f" -> {'logarithmic (does not rise)' if all(y <= x for x, y in zip(ws, ws[1:])) else 'rises'}")
 
 if __name__ == "__main__":
     main()

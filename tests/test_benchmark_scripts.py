@@ -1,5 +1,6 @@
 """The routing-miss benchmark's counting (benchmarks/routing_misses.py) on data where the answer
 is known, and its LoCoMo AMU list."""
+import math
 import sys
 from pathlib import Path
 
@@ -21,3 +22,24 @@ def test_routing_miss_counts_exact_and_root_started_insertion():
 def test_locomo_amus_are_the_rule_extractor_units(locomo_dev):
     texts = locomo_amus(locomo_dev)
     assert len(texts) > 5000 and all(t.strip() for t in texts)
+
+
+def test_construction_verdicts_on_known_costs():
+    """The two readings of the log-growth target and the work slopes, on hand-made rows."""
+    from benchmarks.construction import path_per_amu, targets, work_slopes
+
+    def row(n, us, path):
+        return {"amus": n, "us_per_amu": us, "stats": {"pending_updates": path * n}}
+
+    log_cost = [row(10**k, 49.0 * k + 4.0, 1.0 * k) for k in (4, 5, 6)]  # just under proportional to ln n
+    t = targets(log_cost)
+    assert t["rate"]["measured"] == 1e6 / 249.0 and t["rate"]["met"]
+    assert t["log_growth"]["met"] and t["log_growth"]["slope_met"]
+    offset = [row(10**k, 60.0 * k - 100.0, k - 2.0) for k in (4, 5, 6)]  # a + b ln n, a < 0: offset reading only
+    t = targets(offset)
+    assert not t["log_growth"]["met"] and t["log_growth"]["slope_met"]
+    assert [round(s, 6) for s in work_slopes(offset)] == [round(1 / math.log(10), 6)] * 2
+    faster = [row(10**4, 200.0, 4.0), row(10**5, 260.0, 5.0), row(10**6, 400.0, 5.5)]  # slope rises: 26 -> 61
+    t = targets(faster)
+    assert not t["log_growth"]["slope_met"] and t["rate"]["measured"] < 4000
+    assert path_per_amu(faster[2]) == 5.5 and work_slopes(faster)[1] < work_slopes(faster)[0]
