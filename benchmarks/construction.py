@@ -76,6 +76,31 @@ def generate(n: int, dim: int, cluster_size: int, noise: float, seed: int, struc
     return X
 
 
+# the tree's steps that --breakdown times (insertion: the first two; the rest are maintenance's)
+BREAKDOWN = ("descend_many", "_update_paths", "_merge_candidates", "_merge_children", "_maybe_split", "_regroup",
+             "_collapse", "_observe_pairs", "leaf_size_hist", "_refresh_summaries")
+
+
+def time_steps(tree, names=BREAKDOWN) -> dict[str, float]:
+    """Wrap the named methods of one tree object with timers; returns the dict of seconds that
+    they fill (name -> total). The wrappers are instance attributes, so calls through `self`
+    inside the tree are timed too."""
+    spent = dict.fromkeys(names, 0.0)
+
+    def timed(name, method):
+        def call(*a, **k):
+            t = time.perf_counter()
+            try:
+                return method(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return call
+
+    for name in names:
+        setattr(tree, name, timed(name, getattr(tree, name)))
+    return spent
+
+
 def run_child(n: int, args) -> dict:
     import faiss
 
@@ -89,6 +114,7 @@ def run_child(n: int, args) -> dict:
 
     c = Config.from_dict({k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)})
     tree = SemanticTree.from_config(args.dim, c)
+    spent = time_steps(tree) if getattr(args, "breakdown", False) else None
     t_ins = t_maint = 0.0
     cpu0 = time.process_time()
     step, next_report = max(1, n // 10), max(1, n // 10)
@@ -132,7 +158,8 @@ def run_child(n: int, args) -> dict:
             "maintenance_steps": tree.steps, "stats": dict(tree.stats),
             "import_peak_mb": import_mb, "data_peak_mb": data_mb, "tree_peak_mb": tree_mb,
             "tree_increment_mb": tree_mb - data_mb, "peak_mb_with_faiss": peak_mb(),
-            "faiss_add_s": faiss_s, "faiss_add_rate": n / faiss_s, "ratio_to_faiss": combined / (n / faiss_s)}
+            "faiss_add_s": faiss_s, "faiss_add_rate": n / faiss_s, "ratio_to_faiss": combined / (n / faiss_s),
+            **({"breakdown_us_per_amu": {k: 1e6 * v / n for k, v in spent.items()}} if spent is not None else {})}
 
 
 def machine_info() -> dict:
@@ -232,6 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS/OpenMP threads in each child (default 1: the tree's products are small and extra "
                          "threads only spin, which inflates CPU time)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the tree's main steps (µs/AMU each; the timers add a little to every figure)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.report:
@@ -245,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks.construction " + " ".join(sys.argv[1:] if argv is None else argv)
     common = ["--dim", str(args.dim), "--session", str(args.session), "--cluster-size", str(args.cluster_size),
               "--noise", str(args.noise), "--seed", str(args.seed), "--structure", args.structure,
-              *(a for kv in args.set for a in ("--set", kv))]
+              *(a for kv in args.set for a in ("--set", kv)), *(["--breakdown"] if args.breakdown else [])]
     env = dict(os.environ, **{k: str(args.blas_threads) for k in
                               ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     sizes, t_start = sorted(args.sizes), time.perf_counter()
@@ -279,6 +308,12 @@ def report(doc: dict) -> None:
     print(f"data: {a.get('structure', 'flat')} clusters, dim {a['dim']}, cluster size {a['cluster_size']}, "
           f"noise {a['noise']}, seed {a['seed']}; maintain() every {a['session']} AMUs; wall time {doc['wall_s']:.0f}s\n")
     print(table(rows))
+    if all("breakdown_us_per_amu" in r for r in rows):
+        names = list(rows[0]["breakdown_us_per_amu"])
+        print("\nµs/AMU by step (--breakdown; nested calls are inside their caller's figure):\n")
+        print("| step | " + " | ".join(f"{r['amus']:,}" for r in rows) + " |\n|---|" + "---|" * len(rows))
+        for name in names:
+            print(f"| {name} | " + " | ".join(f"{r['breakdown_us_per_amu'][name]:.1f}" for r in rows) + " |")
     print("\nµs/AMU: the fastest of the runs (runs µs/AMU: all of them, in order; CPU µs: the lowest). "
           "µs ratio: µs/AMU over the smallest size; ln ratio: ln(n)/ln(n_smallest), the logarithmic reference. "
           "CPU µs: process time (less sensitive to other load). Path/AMU: tree nodes updated per AMU (the path "

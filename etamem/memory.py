@@ -435,10 +435,11 @@ class Memory:
         sources = {t.turn_id: t for t in self.store.turns(space, turn_ids=turn_ids)}
         return compose_answer(question, hits, sources, llm=self.llm, style=self.config.answer_style,
                               question_date=when, n_sentences=self.config.answer_evidence_sentences,
-                              time_summaries=self._time_summaries(space, hits))
+                              time_summaries=self.time_summaries(space, hits))
 
-    def _time_summaries(self, space: str, hits: list[Hit]) -> str:
-        """Summaries of the day and week nodes the hits' sessions hang under, oldest first."""
+    def time_summaries(self, space: str, hits: list[Hit]) -> str:
+        """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
+        Time view's part of an answer prompt)."""
         forest = self.views(space).time
         keys: list[str] = []
         for h in sorted(hits, key=lambda h: h.amu.timestamp):

@@ -43,3 +43,19 @@ def test_construction_verdicts_on_known_costs():
     t = targets(faster)
     assert not t["log_growth"]["slope_met"] and t["rate"]["measured"] < 4000
     assert path_per_amu(faster[2]) == 5.5 and work_slopes(faster)[1] < work_slopes(faster)[0]
+
+
+def test_breakdown_timers_see_the_tree_steps_and_change_nothing():
+    from benchmarks.construction import BREAKDOWN, time_steps
+    from etamem.config import Config
+    from etamem.views.semantic_tree import SemanticTree
+
+    X = generate(600, 16, 20, 0.3, 2, "nested")
+    trees = [SemanticTree.from_config(16, Config()) for _ in range(2)]
+    spent = time_steps(trees[1])
+    for tree in trees:
+        for s in range(0, 600, 50):
+            tree.insert_many([f"a{i}" for i in range(s, s + 50)], X[s:s + 50])
+            tree.maintain()
+    assert trees[0].snapshot() == trees[1].snapshot() and set(spent) == set(BREAKDOWN)
+    assert all(spent[k] > 0 for k in ("descend_many", "_update_paths", "_maybe_split", "_refresh_summaries"))

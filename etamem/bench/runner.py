@@ -249,7 +249,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
             rec = {"type": "build", **wb.build(spec.construction, conv)}
             builds.add(rec)
             results.add(rec)
-        turns = wb._turns(conv)[0]
+        turns = wb.turns(conv)
         if not encoded and spec.kind != "full_context":  # one batch, shared by all systems (not timed)
             wb.text_encoder.encode([q.question for q in conv.questions])
             encoded = True

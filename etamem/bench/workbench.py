@@ -144,6 +144,10 @@ class Workbench:
                 "amus": mem.store.count_amus(conv.space), "llm": llm, "peak_rss_mb": peak_rss_mb()}
 
     # --- rankings ------------------------------------------------------------------------
+    def turns(self, conv: BenchConversation) -> list:
+        """The conversation's turns as `Turn`s (normalised as `Memory.add` does; cached)."""
+        return self._turns(conv)[0]
+
     def _turns(self, conv: BenchConversation):
         key = ("turns", conv.space)
         if key not in self._flat:
@@ -219,7 +223,7 @@ class Workbench:
     def time_summaries(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
         if spec.kind != "etamem" or not hits:
             return ""
-        return self.memory(spec.construction or "amu")._time_summaries(space, hits)
+        return self.memory(spec.construction or "amu").time_summaries(space, hits)
 
     def close(self) -> None:
         for mem in self._mems.values():
