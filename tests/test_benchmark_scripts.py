@@ -1,5 +1,6 @@
-"""The routing-miss benchmark's counting (benchmarks/routing_misses.py) on data where the answer
-is known, and its LoCoMo AMU list."""
+"""Benchmark scripts: the routing-miss benchmark's counting (benchmarks/routing_misses.py) on data
+where the answer is known and its LoCoMo AMU list; the construction benchmark's target verdicts
+and its --breakdown timers."""
 import math
 import sys
 from pathlib import Path
