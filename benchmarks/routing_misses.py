@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {r['data']} | {r['top_width']} | {r['amus']:,} | {r['opened_share']:.1%} | {r['needless_share']:.1%} "
               f"| {r['leaves']:,} | {r['depth']} | {r['leaf_size_mean']:.1f} | {r['tau_new']:.3f} |")
     if args.out:
-        Path(args.out).write_text(json.dumps({"command": "python -m benchmarks.routing_misses", "rows": rows}, indent=1))
+        command = "python -m benchmarks.routing_misses " + " ".join(sys.argv[1:] if argv is None else argv)
+        Path(args.out).write_text(json.dumps({"command": command.strip(), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

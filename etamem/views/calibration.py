@@ -43,15 +43,6 @@ def hist_percentile(hist, q: float) -> float:
     return float(v_lo + (h - lo) * (v_hi - v_lo))
 
 
-def count_percentile(counts, q: float) -> float:
-    """`np.percentile(counts, q)` (linear interpolation) for non-negative integers, in O(n + max)
-    through a histogram instead of a partition."""
-    c = np.asarray(counts)
-    if c.size == 0 or not np.issubdtype(c.dtype, np.integer) or c.min() < 0:
-        return float(np.percentile(c, q))
-    return hist_percentile(np.bincount(c), q)
-
-
 @dataclass
 class Thresholds:
     tau_new: float
@@ -113,9 +104,10 @@ class Calibrator:
             if j < self.reservoir_size:
                 self.reservoir[j] = v
 
-    def targets(self, leaf_sizes, size_hist=None) -> tuple[Thresholds, float] | None:
-        """(targets, Otsu threshold) from the reservoir and the leaf sizes (an array of sizes, or
-        `size_hist`, their histogram: size_hist[v] = leaves of size v); None during warm-up."""
+    def targets(self, size_hist) -> tuple[Thresholds, float] | None:
+        """(targets, Otsu threshold) from the reservoir and the leaf-size histogram (size_hist:
+        (V,) integers, size_hist[v] = leaves holding v AMUs, as `SemanticTree.leaf_size_hist`);
+        None during warm-up."""
         if not self.warmed_up or self.reservoir.size < 2:
             return None
         values = self.reservoir.astype(np.float64)
@@ -128,18 +120,14 @@ class Calibrator:
         low_t = float(np.percentile(high, self.low_pct))
         high_t = float(np.percentile(high, self.high_pct))
         lo, hi = self.m_max_bounds
-        if size_hist is not None:
-            p75 = hist_percentile(size_hist, 75) if np.any(size_hist) else None
-        else:
-            sizes = np.asarray(leaf_sizes)
-            p75 = count_percentile(sizes, 75) if sizes.size else None
-        m_max = self.current.m_max if p75 is None else float(np.clip(1.5 * p75, lo, hi))
+        m_max = (float(np.clip(1.5 * hist_percentile(size_hist, 75), lo, hi)) if np.any(size_hist)
+                 else self.current.m_max)
         return Thresholds(tau_new=low_t, tau_coh=min(float(t), low_t), tau_merge=max(high_t, low_t), m_max=m_max), t
 
-    def update(self, leaf_sizes, step: int, size_hist=None) -> bool:
-        """One maintenance-time update (leaf sizes as in `targets`); returns False (nothing
-        changes) during warm-up."""
-        got = self.targets(leaf_sizes, size_hist)
+    def update(self, size_hist, step: int) -> bool:
+        """One maintenance-time update (leaf-size histogram as in `targets`); returns False
+        (nothing changes) during warm-up."""
+        got = self.targets(size_hist)
         if got is None:
             return False
         target, otsu = got

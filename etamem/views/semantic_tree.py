@@ -391,8 +391,9 @@ class SemanticTree(TreeMaintenance):
         self.pending[uniq] += n_up
         self.cent[uniq] = _unit(sums)
         self.changed.update(uniq.tolist())
-        self.dirty.update(leaves.tolist())
-        self._sizes_stale.update(leaves.tolist())
+        touched = leaves.tolist()
+        self.dirty.update(touched)
+        self._sizes_stale.update(touched)
 
     def delete(self, amu_id: str) -> bool:
         """Remove an AMU; empty leaves (and emptied ancestors) go at once. False if absent."""

@@ -48,7 +48,7 @@ class TreeMaintenance:
                 self._regroup(p)
         self._collapse(sorted(parents))
         self._observe_pairs(touched)
-        self.calibrator.update(None, self.steps, size_hist=self.leaf_size_hist())
+        self.calibrator.update(self.leaf_size_hist(), self.steps)
         depth: dict[int, int] = {}  # the touched nodes and their ancestors -> depth
         for n in touched | self.dirty:
             if self.alive[n] and n not in depth:
