@@ -400,6 +400,29 @@ def test_space_views_insert_in_configured_batches(batch):
         Config.from_dict({"insert_batch": -1})
 
 
+def test_arrays_grow_in_place_unless_a_view_is_alive_and_keep_their_rows():
+    tree = SemanticTree(4, frozen_calibrator())
+    X = unit(np.random.default_rng(2).standard_normal((300, 4)))
+    tree.insert_many([f"a{i}" for i in range(100)], X[:100])
+    array = id(tree.X)
+    tree.insert_many([f"a{i}" for i in range(100, 200)], X[100:200])  # grows X by resize (no other holder)
+    assert id(tree.X) == array and tree.X.shape[0] >= 200
+    view = tree.X[:10]
+    tree.insert_many([f"a{i}" for i in range(200, 300)], X[200:])  # a view holds X: copied, view still valid
+    assert not np.shares_memory(view, tree.X)
+    np.testing.assert_allclose(view, X[:10], atol=1e-7)
+    np.testing.assert_allclose(tree.X[:300], X, atol=1e-7)
+    for name in ("kid_table", "sums"):
+        old = getattr(tree, name).shape[0]
+        before = getattr(tree, name).copy()
+        tree._grow(name, old + 1)
+        grown = getattr(tree, name)
+        np.testing.assert_array_equal(grown[:old], before)
+        assert (grown[old:] == (-1 if name == "kid_table" else 0)).all() and grown.shape[0] > old
+    tree.maintain()
+    check_tree(tree, [f"a{i}" for i in range(300)])
+
+
 def test_child_table_widens_for_a_wide_node_and_narrows_after_maintenance():
     rng = np.random.default_rng(13)
     tree = SemanticTree(16, frozen_calibrator(tau_new=0.99, m_max=8), b_max=4, seed=0)
