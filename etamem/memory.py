@@ -6,23 +6,28 @@
     ans = mem.answer("question", space="user-42", now="2023-06-01")
 
 Models (text encoder, affect tagger, LLM) load lazily on first use and can be injected.
-All public methods are thread-safe (one re-entrant lock per Memory).
+All public methods are thread-safe. Each space is a `LiveSpace`: writes update its views and
+indexes in place (never a rebuild per write) under its write lock; searches share its read
+lock; writers of one space are serialised by its writer mutex, held while models and the LLM
+run, which blocks neither searches nor other spaces.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
+from contextlib import contextmanager
 from datetime import datetime
 from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import numpy as np
 
 from .config import Config
 from .encoders import make_text_encoder
 from .inputs import normalise_turns, validate_space
+from .live_space import LiveSpace
 from .store import Store
 from .timeparse import parse_timestamp
 from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn
@@ -49,16 +54,18 @@ class Memory:
         if self.path is not None and self.path.exists() and not self.path.is_dir():
             raise ValueError(f"path: {self.path} exists and is not a directory")
         self.store = Store(None if self.path is None else self.path / STORE_FILE)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # lazy model loading and the table of live spaces only
         self._text_encoder = text_encoder
         self._affect_tagger = affect_tagger
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
-        self._indexes: dict = {}  # space -> retrieval.SpaceIndex (derived; rebuilt after changes)
-        self._turn_indexes: dict = {}  # space -> retrieval.TurnIndex over raw turns
-        self._views: dict[str, SpaceViews] = {}
+        self._live: dict[str, LiveSpace] = {}
+        self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self.extraction_stats = {"turns": 0, "amus": 0}  # LLM fallbacks: LLMExtractor.stats
+        # accumulated seconds per write stage: extract, encode, tag, views (views, indexes and
+        # the store commit, under the write lock), store (raw turns)
+        self.stage_seconds: dict[str, float] = {}
 
     # --- lazily built components ----------------------------------------------------------
     @property
@@ -106,6 +113,40 @@ class Memory:
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
 
+    # --- live spaces ----------------------------------------------------------------------
+    @contextmanager
+    def _timed(self, stage: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+    def _space(self, space: str) -> LiveSpace:
+        """The live space (opened from the store on first use, or again after a failed write)."""
+        live = self._live.get(space)
+        if live is not None and not live.broken:
+            return live
+        with self._lock:
+            opening = self._opening.setdefault(space, threading.Lock())
+        with opening:
+            live = self._live.get(space)
+            if live is None or live.broken:
+                text_dim = self.store.get_space_meta(space, "text_dim")
+                affect_dim = self.store.get_space_meta(space, "affect_dim")
+                text_dim = int(text_dim) if text_dim else self.text_encoder.dim
+                affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
+                live = LiveSpace.open(self.store, space, self.config, text_dim, affect_dim,
+                                      lambda texts: self.text_encoder.encode(texts))
+                with self._lock:
+                    self._live[space] = live
+            return live
+
+    def views(self, space: str = "default") -> SpaceViews:
+        """The Event / Affect / Time views of a space (loaded from the store on first use)."""
+        return self._space(validate_space(space)).views
+
     # --- writing --------------------------------------------------------------------------
     def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
             space: str = "default") -> list[AMU]:
@@ -116,194 +157,152 @@ class Memory:
         they stay pending and are processed by the next `add`/`flush`.
         A new session id ends the space's open sessions.
         """
-        with self._lock:
-            space = validate_space(space)
-            items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
-            if not items:
-                return []
-            ids = [it.turn_id if isinstance(it, Turn) else it.get("turn_id") for it in items]
-            ids = [str(i) for i in ids if i is not None]
-            existing = self.store.existing_turn_ids(space, ids)
-            next_seq = self.store.next_turn_seq(space)
-            clean = normalise_turns(items, space, default_tz=self.config.default_timezone,
-                                    existing_ids=existing, next_seq=next_seq)
-            self.store.insert_turns(clean, first_seq=next_seq)
-            return self._process_pending(space)
+        space = validate_space(space)
+        items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
+        if not items:
+            return []
+        live = self._space(space)
+        with live.writer:
+            with self._timed("store"):
+                ids = [it.turn_id if isinstance(it, Turn) else it.get("turn_id") for it in items]
+                ids = [str(i) for i in ids if i is not None]
+                existing = self.store.existing_turn_ids(space, ids)
+                next_seq = self.store.next_turn_seq(space)
+                clean = normalise_turns(items, space, default_tz=self.config.default_timezone,
+                                        existing_ids=existing, next_seq=next_seq)
+                self.store.insert_turns(clean, first_seq=next_seq)
+            return self._process_pending(space, live)
 
     def flush(self, space: str = "default") -> list[AMU]:
         """Process any pending turns of the space (e.g. after a model failure)."""
-        with self._lock:
-            return self._process_pending(self._known_space(space))
+        live = self._space(self._known_space(space))
+        with live.writer:
+            return self._process_pending(live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance); returns their ids."""
-        with self._lock:
-            space = self._known_space(space)
-            self._process_pending(space)
-            open_ids = self.store.open_sessions(space)
-            self._end_sessions(space, open_ids)
+        live = self._space(self._known_space(space))
+        with live.writer:
+            self._process_pending(live.name, live)
+            open_ids = self.store.open_sessions(live.name)
+            self._end_sessions(live, open_ids)
             return open_ids
 
-    def _end_sessions(self, space: str, session_ids: list[str]) -> None:
+    def _end_sessions(self, live: LiveSpace, session_ids: list[str]) -> None:
         """Mark sessions ended and run session-end maintenance (trees, calibration, summaries)."""
         if session_ids:
-            views = self.views(space)
-            report = views.maintain(self._summariser())
-            views.save(self.store, space)
-            self._indexes.pop(space, None)
-            self.store.mark_sessions_ended(space, session_ids)
-            log.debug("space %s: ended sessions %s; maintenance %s", space, session_ids, report)
+            with self._timed("views"):
+                report = live.maintain(self.store, self._summariser())
+            self.store.mark_sessions_ended(live.name, session_ids)
+            log.debug("space %s: ended sessions %s; maintenance %s", live.name, session_ids, report)
 
     def _summariser(self):
         return None if self.llm is None else LLMSummariser(self.llm)
 
-    def views(self, space: str = "default") -> SpaceViews:
-        """The Event / Affect / Time views of a space (loaded from the store on first use)."""
-        with self._lock:
-            space = validate_space(space)
-            if space not in self._views:
-                text_dim = self.store.get_space_meta(space, "text_dim")
-                affect_dim = self.store.get_space_meta(space, "affect_dim")
-                text_dim = int(text_dim) if text_dim else self.text_encoder.dim
-                affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
-                amus = self.store.amus(space)
-                ids = [a.amu_id for a in amus]
-                empty_t, empty_a = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
-                self._views[space] = SpaceViews.load(
-                    self.store, space, self.config, amus,
-                    self.store.amu_vectors(space, "text", ids) if ids else empty_t,
-                    self.store.amu_vectors(space, "affect", ids) if ids else empty_a, text_dim, affect_dim)
-            return self._views[space]
-
-    def _process_pending(self, space: str) -> list[AMU]:
+    def _process_pending(self, space: str, live: LiveSpace) -> list[AMU]:
+        """Extract, encode and tag the pending turns session by session, then hand each batch
+        to the live space (the caller holds `live.writer`)."""
         pending = self.store.turns(space, pending_only=True)
         groups = [(sid, list(g)) for sid, g in groupby(pending, key=lambda t: t.session_id)]
         new: list[AMU] = []
         for i, (session_id, group) in enumerate(groups):
             # a session ends when a new one arrives and none of its turns are still to come
             still_pending = {sid for sid, _ in groups[i:]}
-            self._end_sessions(space, [s for s in self.store.open_sessions(space) if s not in still_pending])
-            new.extend(self._extract_and_store(space, group))
-        if new:
-            self._indexes.pop(space, None)
-        if pending:
-            self._turn_indexes.pop(space, None)
+            self._end_sessions(live, [s for s in self.store.open_sessions(space) if s not in still_pending])
+            new.extend(self._extract_and_store(live, group))
         return new
 
-    def _extract_and_store(self, space: str, turns: list[Turn]) -> list[AMU]:
+    def _extract_and_store(self, live: LiveSpace, turns: list[Turn]) -> list[AMU]:
+        from .retrieval import turn_text
+
+        space = live.name
         extractor = self.extractor
         drafts: list[tuple[Turn, int, str]] = []
-        for i, turn in enumerate(turns):
-            context = turns[max(0, i - 4):i]
-            for k, text in enumerate(extractor.extract(turn, context)):
-                drafts.append((turn, k, text))
+        with self._timed("extract"):
+            for i, turn in enumerate(turns):
+                context = turns[max(0, i - 4):i]
+                for k, text in enumerate(extractor.extract(turn, context)):
+                    drafts.append((turn, k, text))
         texts = [d[2] for d in drafts]
-        text_vecs = self.text_encoder.encode(texts)
-        affect = self.affect_tagger.tag(texts)
+        with self._timed("encode"):  # units and raw turns in one call: turn vectors are encoded once, here
+            vecs = self.text_encoder.encode(texts + [turn_text(t) for t in turns])
+            text_vecs, turn_vecs = vecs[:len(texts)], vecs[len(texts):]
+        with self._timed("tag"):
+            affect = self.affect_tagger.tag(texts)
         amus = [
             AMU(amu_id=f"{turn.turn_id}#{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
                 session_id=turn.session_id, source_turn_ids=(turn.turn_id,), polarity=affect.polarities[j],
                 polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
             for j, (turn, k, text) in enumerate(drafts)
         ]
-        views = self.views(space)
-        self.store.write_amus(space, amus, text_vecs, affect.embeddings, [t.turn_id for t in turns],
-                              dims={"text_dim": views.event.dim, "affect_dim": views.affect.dim})
-        views.add(amus, text_vecs, affect.embeddings)
-        views.save(self.store, space)
-        self.extraction_stats["turns"] += len(turns)
-        self.extraction_stats["amus"] += len(amus)
+        with self._timed("views"):
+            live.add_units(self.store, turns, turn_vecs, amus, text_vecs, affect.embeddings)
+        with self._lock:
+            self.extraction_stats["turns"] += len(turns)
+            self.extraction_stats["amus"] += len(amus)
         return amus
 
     # --- reading --------------------------------------------------------------------------
     def spaces(self) -> list[str]:
-        with self._lock:
-            return self.store.spaces()
+        return self.store.spaces()
 
     def _known_space(self, space: str) -> str:
         space = validate_space(space)
-        if space not in self.store.spaces():
+        if space not in self._live and not self.store.has_space(space):
             raise ValueError(f"space: unknown space {space!r} (known: {self.store.spaces()})")
         return space
 
     def stats(self, space: str = "default") -> dict:
         """Per-view shape of a space: AMUs, nodes, leaves, depth, fan-out, thresholds (event,
         affect), months/weeks/days/sessions (time), plus turn and AMU counts."""
-        with self._lock:
-            space = self._known_space(space)
-            views = self.views(space)
+        live = self._space(self._known_space(space))
+        with live.rw.read():
+            views = live.views
             counters = [views.event.stats, views.affect.stats, views.time.stats]
             construction = {
-                "turns": self.store.count_turns(space),
+                "turns": self.store.count_turns(live.name),
                 "summaries_first": sum(c["summaries_first"] for c in counters),
                 "summaries_refresh": sum(c["summaries_refresh"] for c in counters),
                 "pending_updates": sum(c.get("pending_updates", 0) for c in counters),
                 "summary_delta": self.config.summary_delta,
             }
-            return {"space": space, "turns": construction["turns"], "amus": self.store.count_amus(space),
+            return {"space": live.name, "turns": construction["turns"], "amus": self.store.count_amus(live.name),
                     "views": views.shape(), "construction": construction}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id (any status); KeyError if absent."""
-        with self._lock:
-            found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])
-            if not found:
-                raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
-            return found[0]
+        found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])
+        if not found:
+            raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+        return found[0]
 
     def list(self, space: str = "default", status: str | None = "active") -> list[AMU]:
         """AMUs of a space in insertion order (status=None: all statuses)."""
-        with self._lock:
-            return self.store.amus(self._known_space(space), status=status)
+        return self.store.amus(self._known_space(space), status=status)
 
     def turns(self, space: str = "default", turn_ids: list[str] | None = None) -> list[Turn]:
         """Raw stored turns of a space in arrival order."""
-        with self._lock:
-            return self.store.turns(self._known_space(space), turn_ids=turn_ids)
+        return self.store.turns(self._known_space(space), turn_ids=turn_ids)
 
     def delete(self, space: str = "default", amu_id: str | None = None) -> int:
-        """Delete one AMU (marked deleted, vectors dropped) or, with amu_id=None, everything
-        stored for the space (turns, AMUs, vectors, sessions). Returns how many AMUs went."""
-        with self._lock:
-            space = self._known_space(space)
-            self._indexes.pop(space, None)
-            self._turn_indexes.pop(space, None)
+        """Delete one AMU (marked deleted, vectors dropped, gone from views and indexes) or, with
+        amu_id=None, everything stored for the space (turns, AMUs, vectors, sessions). Returns
+        how many AMUs went."""
+        live = self._space(self._known_space(space))
+        with live.writer:
             if amu_id is None:
-                n = self.store.count_amus(space)
-                self.store.delete_space(space)
-                self._views.pop(space, None)
+                with live.rw.write():
+                    n = self.store.count_amus(live.name)
+                    self.store.delete_space(live.name)
+                    live.broken = True  # any holder of this object must not use it again
+                    with self._lock:
+                        self._live.pop(live.name, None)
                 return n
-            if not self.store.amus(space, status=None, amu_ids=[amu_id]):
+            if not self.store.amus(live.name, status=None, amu_ids=[amu_id]):
                 raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
-            removed = int(self.store.delete_amu(space, amu_id))
-            views = self.views(space)
-            views.remove(amu_id)
-            views.save(self.store, space)
-            return removed
+            return live.remove_unit(self.store, amu_id)
 
     # --- search and answers ----------------------------------------------------------------
-    def _index(self, space: str):
-        from .retrieval import SpaceIndex
-
-        if space not in self._indexes:
-            views = self.views(space)
-            amus = self.store.amus(space)
-            ids = [a.amu_id for a in amus]
-            text = self.store.amu_vectors(space, "text", ids) if ids else np.zeros((0, views.event.dim), np.float32)
-            affect = self.store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, views.affect.dim), np.float32)
-            self._indexes[space] = SpaceIndex(views, amus, text, affect, exact_max=self.config.routing_exact_max)
-        return self._indexes[space]
-
-    def _turn_index(self, space: str):
-        from .retrieval import TurnIndex, turn_text
-
-        if space not in self._turn_indexes:
-            turns = self.store.turns(space)
-            vecs = self.text_encoder.encode([turn_text(t) for t in turns]) if turns else np.zeros(
-                (0, self.text_encoder.dim), np.float32)
-            self._turn_indexes[space] = TurnIndex(turns, vecs)
-        return self._turn_indexes[space]
-
     def search(self, query: str, space: str = "default", top_k: int | None = None,
                now: datetime | str | None = None) -> list[Hit]:
         """Best AMUs of the space for the query, best first (see `retrieve`)."""
@@ -320,8 +319,11 @@ class Memory:
         When `fallback` is on and the retrieval confidence (`fallback_confidence`: best score or
         agreement with the raw-turn index) is below `fallback_threshold`, or nothing is found,
         the best raw turns are added as hits with `views == ("raw",)` (or fused, see
-        `fallback_fusion`).
+        `fallback_fusion`). A read: turns still pending (see `flush`) are not processed, only
+        counted in `SearchResult.pending_turns`.
         """
+        from .retrieval import search_space
+
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query: expected a non-empty string, got {query!r}")
         k = self.config.top_k if top_k is None else int(top_k)
@@ -331,81 +333,17 @@ class Memory:
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone)
-        cfg = self.config
-        with self._lock:
-            space = self._known_space(space)
-            self._process_pending(space)
-            index = self._index(space)
-            q_text = self.text_encoder.encode([query])[0]
-            q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
-            result = index.search(query, q_text, q_affect, k, beam=cfg.beam_width, beta=cfg.bm25_weight,
-                                  routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=when,
-                                  views=views, time_boost=cfg.time_boost,
-                                  routing_candidates=cfg.routing_candidates, trace=trace)
-            by_id = {a.amu_id: a for a in index.amus}
-            hits = [Hit(amu=by_id[a], score=s, views=v, source_turn_ids=by_id[a].source_turn_ids)
-                    for a, s, v in result.ranked[:k]]
-            used, confidence = False, None
-            if fallback:
-                confidence, found = self._confidence(space, query, q_text, hits)
-                used = confidence < cfg.fallback_threshold
-                if used:
-                    hits = self._with_fallback(space, query, q_text, hits, k, found)
-        window = None if result.window is None else (result.window.start, result.window.end)
-        return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
-                            entropies=result.routing.entropies, window=window, fallback_used=used,
-                            confidence=confidence,
-                            traces=result.traces)
-
-    def _confidence(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit]) -> tuple[float, list | None]:
-        """Retrieval confidence in [-1, 1] (`fallback_confidence`) and, for "agreement", the raw
-        turns it looked at (reused by the fallback). No hits -> -1.
-
-        "score": the best hit's score. "agreement": |A ∩ R| / m with m = `fallback_agreement_k`,
-        A the first m distinct source turns of the hits and R the raw-turn index's top m: two
-        independent retrievers that agree make the memory's answer trustworthy.
-        """
-        cfg = self.config
-        if not hits:
-            return -1.0, None
-        if cfg.fallback_confidence == "score":
-            return float(hits[0].score), None
-        m = cfg.fallback_agreement_k
-        found = self._turn_index(space).search(q_text, query, max(m, cfg.fallback_turns), beta=cfg.bm25_weight)
-        mine: list[str] = []
-        for h in hits:
-            mine.extend(t for t in h.source_turn_ids if t not in mine)
-            if len(mine) >= m:
-                break
-        raw = {turn.turn_id for turn, _ in found[:m]}
-        return len(raw.intersection(mine[:m])) / m, found
-
-    def _with_fallback(self, space: str, query: str, q_text: np.ndarray, hits: list[Hit], k: int,
-                       found: list | None = None) -> list[Hit]:
-        """Bring in the best `fallback_turns` raw turns (`found`, searched if not given): fused
-        with the hits by reciprocal rank (`fallback_fusion="rrf"`: a turn already covered by a
-        hit strengthens that hit) or merged by score (`"score"`: only uncovered turns are added)."""
-        from .retrieval import rrf_fuse
-
-        cfg = self.config
-        if found is None:
-            found = self._turn_index(space).search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
-        found = found[:cfg.fallback_turns]
-        by_id = {turn.turn_id: (turn, score) for turn, score in found}
-
-        def raw_hit(turn, score: float) -> Hit:
-            amu = AMU(amu_id=f"turn:{turn.turn_id}", text=turn.text, speaker=turn.speaker, timestamp=turn.timestamp,
-                      session_id=turn.session_id, source_turn_ids=(turn.turn_id,), space=space)
-            return Hit(amu=amu, score=score, views=("raw",), source_turn_ids=(turn.turn_id,))
-
-        if cfg.fallback_fusion == "rrf":
-            fused = rrf_fuse([h.source_turn_ids for h in hits], [t.turn_id for t, _ in found], cfg.rrf_k)
-            out = [Hit(hits[key].amu, score, hits[key].views, hits[key].source_turn_ids) if isinstance(key, int)
-                   else raw_hit(by_id[key][0], score) for key, score in fused]
-            return out[:max(k, len(hits))]
-        covered = {t for h in hits for t in h.source_turn_ids}
-        extra = [raw_hit(turn, score) for turn, score in found if turn.turn_id not in covered]
-        return sorted(hits + extra, key=lambda h: -h.score)[:max(k, len(extra))]
+        live = self._space(self._known_space(space))
+        q_text = self.text_encoder.encode([query])[0]  # models run outside the space's locks
+        q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
+        pending = self.store.count_pending(live.name)
+        if pending:
+            log.info("space %s: %d turns are pending (not searchable until add/flush processes them)",
+                     live.name, pending)
+        with live.rw.read():
+            return search_space(live.index, live.turns, query, q_text, q_affect, k, self.config, live.name,
+                                now=when, views=views, routing=routing, fallback=fallback, trace=trace,
+                                pending=pending)
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
                top_k: int | None = None) -> Answer:
@@ -416,17 +354,21 @@ class Memory:
         from .answering import says_missing
 
         when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        from .retrieval import with_fallback
+
         result = self.retrieve(question, space=space, top_k=top_k, now=when)
-        with self._lock:
-            ans = self._compose(question, space, result.hits, when)
-            if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
-                q_text = self.text_encoder.encode([question])[0]
-                hits = self._with_fallback(space, question, q_text, result.hits, len(result.hits))
-                retry = self._compose(question, space, hits, when)
-                cost = {k: ans.cost.get(k, StageCost()) + retry.cost.get(k, StageCost())
-                        for k in set(ans.cost) | set(retry.cost)}
-                ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
-            return ans
+        live = self._space(self._known_space(space))
+        ans = self._compose(question, live.name, result.hits, when)
+        if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
+            q_text = self.text_encoder.encode([question])[0]
+            with live.rw.read():
+                hits = with_fallback(result.hits, live.turns, question, q_text, len(result.hits), self.config,
+                                     live.name)
+            retry = self._compose(question, live.name, hits, when)
+            cost = {k: ans.cost.get(k, StageCost()) + retry.cost.get(k, StageCost())
+                    for k in set(ans.cost) | set(retry.cost)}
+            ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
+        return ans
 
     def _compose(self, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
         from .answering import compose_answer
@@ -440,7 +382,12 @@ class Memory:
     def time_summaries(self, space: str, hits: list[Hit]) -> str:
         """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
         Time view's part of an answer prompt)."""
-        forest = self.views(space).time
+        live = self._space(validate_space(space))
+        with live.rw.read():
+            return self._time_summaries(live.views.time, hits)
+
+    @staticmethod
+    def _time_summaries(forest, hits: list[Hit]) -> str:
         keys: list[str] = []
         for h in sorted(hits, key=lambda h: h.amu.timestamp):
             node = f"S:{h.amu.session_id}"

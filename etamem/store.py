@@ -19,7 +19,7 @@ import numpy as np
 
 from .types import AMU, Turn
 
-FORMAT_VERSION = 2  # 2: view nodes and view states (a version-1 store is upgraded in place)
+FORMAT_VERSION = 3  # 2: view nodes and view states; 3: raw-turn vectors (older stores are upgraded in place)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS turns (
     extra TEXT NOT NULL DEFAULT '{}', extracted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (space, turn_id));
 CREATE INDEX IF NOT EXISTS turns_pending ON turns (space, extracted, seq);
+CREATE INDEX IF NOT EXISTS turns_seq ON turns (space, seq);
 CREATE TABLE IF NOT EXISTS amus (
     space TEXT NOT NULL, amu_id TEXT NOT NULL, seq INTEGER NOT NULL, text TEXT NOT NULL,
     speaker TEXT NOT NULL, ts TEXT NOT NULL, ts_epoch REAL NOT NULL, session_id TEXT NOT NULL,
@@ -38,6 +39,8 @@ CREATE INDEX IF NOT EXISTS amus_seq ON amus (space, seq);
 CREATE TABLE IF NOT EXISTS amu_vectors (
     space TEXT NOT NULL, amu_id TEXT NOT NULL, kind TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (space, amu_id, kind));
+CREATE TABLE IF NOT EXISTS turn_vectors (
+    space TEXT NOT NULL, turn_id TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (space, turn_id));
 CREATE TABLE IF NOT EXISTS vector_cache (
     kind TEXT NOT NULL, model TEXT NOT NULL, key TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (kind, model, key));
@@ -89,7 +92,7 @@ class Store:
         row = self._conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         if row is None:
             self._conn.execute("INSERT INTO meta VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
-        elif int(row[0]) == 1:  # tables added by version 2 exist now; views are rebuilt on load
+        elif int(row[0]) in (1, 2):  # the tables added since exist now; views and turn vectors are rebuilt on load
             self._conn.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(row[0]) != FORMAT_VERSION:
             raise ValueError(
@@ -128,8 +131,22 @@ class Store:
 
     # --- spaces ------------------------------------------------------------------
     def spaces(self) -> list[str]:
-        rows = self._query("SELECT space FROM turns UNION SELECT space FROM amus ORDER BY 1")
-        return [r[0] for r in rows]
+        """Spaces holding turns (every turn registers its session, so the small sessions table
+        answers this without scanning turns)."""
+        return [r[0] for r in self._query("SELECT DISTINCT space FROM sessions ORDER BY 1")]
+
+    def has_space(self, space: str) -> bool:
+        return bool(self._query("SELECT 1 FROM sessions WHERE space=? LIMIT 1", (space,)))
+
+    def generation(self, space: str) -> int:
+        """The space's write counter: +1 for every committed write that changes it."""
+        value = self.get_space_meta(space, "generation")
+        return int(value) if value else 0
+
+    @staticmethod
+    def _bump(cur: sqlite3.Cursor, space: str) -> None:
+        cur.execute("INSERT INTO space_meta VALUES (?, 'generation', '1') ON CONFLICT(space, key) "
+                    "DO UPDATE SET value = CAST(value AS INTEGER) + 1", (space,))
 
     def get_space_meta(self, space: str, key: str) -> str | None:
         rows = self._query("SELECT value FROM space_meta WHERE space=? AND key=?", (space, key))
@@ -145,7 +162,8 @@ class Store:
 
     def delete_space(self, space: str) -> None:
         with self.transaction() as cur:
-            for table in ("turns", "amus", "amu_vectors", "sessions", "space_meta", "nodes", "view_state"):
+            for table in ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes",
+                          "view_state"):
                 cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
 
     # --- turns -------------------------------------------------------------------
@@ -174,6 +192,8 @@ class Store:
                 )
                 cur.execute("INSERT OR IGNORE INTO sessions (space, session_id, first_seq) VALUES (?,?,?)",
                             (t.space, t.session_id, first_seq + i))
+            for space in {t.space for t in turns}:
+                self._bump(cur, space)
 
     def turns(self, space: str, *, pending_only: bool = False, turn_ids: list[str] | None = None) -> list[Turn]:
         sql, params = "SELECT * FROM turns WHERE space=?", [space]
@@ -185,6 +205,24 @@ class Store:
             sql += f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
             params += list(turn_ids)
         return [self._turn(r) for r in self._query(sql + " ORDER BY seq", params)]
+
+    def count_pending(self, space: str) -> int:
+        """Turns stored but not yet extracted (index `turns_pending`: no scan of the space)."""
+        return int(self._query("SELECT COUNT(*) FROM turns WHERE space=? AND extracted=0", (space,))[0][0])
+
+    def turn_vectors(self, space: str) -> dict[str, np.ndarray]:
+        """turn id -> (d,) float32 text vector of `turn_text`, for the turns that have one."""
+        return {r[0]: _vec(r[1]) for r in self._query("SELECT turn_id, vector FROM turn_vectors WHERE space=?",
+                                                       (space,))}
+
+    def put_turn_vectors(self, space: str, turn_ids: list[str], vecs: np.ndarray) -> None:
+        with self.transaction() as cur:
+            self._put_turn_vectors(cur, space, turn_ids, vecs)
+
+    @staticmethod
+    def _put_turn_vectors(cur: sqlite3.Cursor, space: str, turn_ids: list[str], vecs: np.ndarray) -> None:
+        cur.executemany("INSERT OR REPLACE INTO turn_vectors VALUES (?,?,?)",
+                        [(space, t, _blob(v)) for t, v in zip(turn_ids, vecs)])
 
     def count_turns(self, space: str) -> int:
         return int(self._query("SELECT COUNT(*) FROM turns WHERE space=?", (space,))[0][0])
@@ -206,10 +244,18 @@ class Store:
 
     # --- AMUs --------------------------------------------------------------------
     def write_amus(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
-                   done_turn_ids: list[str], dims: dict[str, int] | None = None) -> None:
+                   done_turn_ids: list[str], dims: dict[str, int] | None = None, *,
+                   turn_vecs: np.ndarray | None = None, views: list | None = None) -> None:
         """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors, mark their turns
-        extracted and record the vector dimensions (`dims`) in one transaction."""
+        extracted, store the turns' vectors (turn_vecs: (len(done_turn_ids), d_t)), the changed
+        view rows (`views`: a `save_views` payload) and the vector dimensions (`dims`), all in
+        one transaction."""
         with self.transaction() as cur:
+            self._bump(cur, space)
+            if turn_vecs is not None:
+                self._put_turn_vectors(cur, space, done_turn_ids, turn_vecs)
+            if views:
+                self._write_views(cur, space, views)
             for key, value in (dims or {}).items():
                 self.set_space_meta(space, key, str(value), cur=cur)
             seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM amus WHERE space=?", (space,)).fetchone()[0])
@@ -248,8 +294,12 @@ class Store:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([_vec(by_id[a]) for a in amu_ids])
 
-    def delete_amu(self, space: str, amu_id: str) -> bool:
+    def delete_amu(self, space: str, amu_id: str, views: list | None = None) -> bool:
+        """Mark an AMU deleted and drop its vectors, with the changed view rows (`views`)."""
         with self.transaction() as cur:
+            self._bump(cur, space)
+            if views:
+                self._write_views(cur, space, views)
             cur.execute("UPDATE amus SET status='deleted' WHERE space=? AND amu_id=? AND status!='deleted'",
                         (space, amu_id))
             changed = cur.rowcount > 0
@@ -268,7 +318,12 @@ class Store:
         """payload: (view, changed node rows, removed node ids, state JSON, reservoir bytes) per
         view, written in one transaction."""
         with self.transaction() as cur:
-            for view, rows, removed, state, reservoir in payload:
+            self._bump(cur, space)
+            self._write_views(cur, space, payload)
+
+    @staticmethod
+    def _write_views(cur: sqlite3.Cursor, space: str, payload: list) -> None:
+        for view, rows, removed, state, reservoir in payload:
                 cur.executemany("DELETE FROM nodes WHERE space=? AND view=? AND node_id=?",
                                 [(space, view, n) for n in removed])
                 cur.executemany(

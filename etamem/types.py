@@ -70,6 +70,7 @@ class SearchResult:
     fallback_used: bool = False
     confidence: float | None = None
     traces: dict[str, Any] = field(default_factory=dict)
+    pending_turns: int = 0  # turns stored but not yet turned into units (`Memory.flush` does it)
 
 
 @dataclass(frozen=True)

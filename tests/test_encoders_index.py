@@ -72,7 +72,7 @@ def test_store_format_version_is_checked(tmp_path):
     path = tmp_path / "m.sqlite"
     Store(path).close()
     s = Store(path)
-    assert s.get_meta("format_version") == "2"
+    assert s.get_meta("format_version") == "3"
     s.set_meta("format_version", "999")
     s.close()
     with pytest.raises(ValueError, match="format version 999"):

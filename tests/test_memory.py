@@ -57,10 +57,9 @@ def test_reopen_gives_same_contents_and_results(minilm, tmp_path):
         assert mem2.turns("u1") == before_turns
         after = [(h.amu.amu_id, round(h.score, 6)) for h in mem2.search("job in Lyon", space="u1")]
         assert after == before
-        # AMU vectors came from the store: only the query and the raw turns (for the raw-turn
-        # index that the agreement confidence consults; this injected encoder has no
-        # persistent cache) reached the model
-        assert mem2.text_encoder.encoded_texts == 1 + len(before_turns)
+        # unit and raw-turn vectors came from the store (turn vectors are encoded once, at
+        # add): only the query reached the model
+        assert mem2.text_encoder.encoded_texts == 1
 
 
 @pytest.mark.parametrize("field, value, match", [

@@ -61,7 +61,7 @@ def test_leaf_similarities_exact_and_hnsw_against_brute_force():
     np.testing.assert_allclose(exact, brute[:50], rtol=0, atol=1e-5)
     assert top_similarities(leaf_index(x[:20], exact_max=5000), q, 20, 50).shape == (20,)  # all, if fewer
     hnsw = leaf_index(x, exact_max=100)
-    assert hasattr(hnsw, "hnsw")
+    assert hnsw.mode == "hnsw"
     approx = top_similarities(hnsw, q, len(x), 50)
     assert approx.shape == (50,) and np.all(np.diff(approx) <= 1e-6)  # best first
     # approximate: nearly all of the true top 50 (compared by value: ties are measure-zero)
@@ -147,7 +147,7 @@ def exhaustive(index, view, q, query, k, beta):
 def test_wide_beam_equals_exhaustive_search(view, beta):
     views, amus, tv, av = build_views()
     index = SpaceIndex(views, amus, tv, av)
-    n_leaves = len(index.leaf_keys[view])
+    n_leaves = len(index.routing[view])
     assert n_leaves > 3  # a real hierarchy
     rng = np.random.default_rng(3)
     for query in ["cat hiking topic1", "nurse boat", "guitar topic4"]:
@@ -166,7 +166,7 @@ def test_bm25_weight_zero_is_pure_vector_order():
     q = unit(np.random.default_rng(4).standard_normal(16))
     h = index.hierarchies["event"]
     got = beam_search(h, q, h.node_lex.query_ids("cat"), index.amu_lex.query_ids("cat"),
-                      beam=len(index.leaf_keys["event"]), k=15, beta=0.0)
+                      beam=len(index.routing["event"]), k=15, beta=0.0)
     ids = list(views.event.row_of)
     cos = {a: float(index.text_vecs[index.row_of[a]] @ q) for a in ids}
     assert [s.key for s in got] == sorted(ids, key=lambda a: (-cos[a], a))[:15]

@@ -1,12 +1,16 @@
-"""Fallback to the raw conversation: a turn-level dense + BM25 index over stored turns."""
+"""Fallback to the raw conversation: an incremental turn-level dense + BM25 index over the
+stored turns, the retrieval confidence that gates it and the fusion of its turns with the hits
+(DESIGN §8)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..extraction import turn_text as content_text
+from ..kernels import max_normalise
 from ..timeparse import format_date
-from ..types import Turn
-from .flat import FlatHybridIndex
+from ..types import AMU, Hit, Turn
+from .flat import import_faiss
+from .lexical import LexicalIndex
 
 
 def turn_text(turn: Turn) -> str:
@@ -17,15 +21,120 @@ def turn_text(turn: Turn) -> str:
 
 
 class TurnIndex:
-    """Exact hybrid search over the raw turns of one space (vectors: (n, d) float32 unit)."""
+    """Exact hybrid search over the raw turns of one space, updated in place.
 
-    def __init__(self, turns: list[Turn], vectors: np.ndarray):
-        self.turns = turns
-        texts = [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns]
-        self.index = FlatHybridIndex(vectors, texts)
+    Dense: FAISS `IndexIDMap2(IndexFlatIP)` over the turns' (n, d) float32 unit vectors (encoded
+    once, at add; ids are slots, so `add` appends and `remove` is `remove_ids`); lexical: an
+    incremental `LexicalIndex` over `turn_text` + date with the same slots. Score = (1 - beta)
+    * cos + beta * BM25n (BM25 divided by the query's best over all turns), over the union of
+    the dense top `pool` and the BM25 top `pool`, each candidate scored exactly: the same
+    ranking as `FlatHybridIndex` over the same turns.
+    """
 
-    def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float) -> list[tuple[Turn, float]]:
-        return [(self.turns[r.index], r.score) for r in self.index.search(qvec, query, k, beta=beta)]
+    def __init__(self, dim: int, turns: list[Turn] = (), vectors: np.ndarray | None = None):
+        faiss = import_faiss()
+        self.dim = int(dim)
+        self.dense = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+        self.lex = LexicalIndex([])
+        self.turns: list[Turn | None] = []  # slot -> turn (None once removed)
+        self.slot_of: dict[str, int] = {}
+        if len(turns):
+            self.add(list(turns), vectors)
+
+    def __len__(self) -> int:
+        return len(self.slot_of)
+
+    def add(self, turns: list[Turn], vectors: np.ndarray) -> None:
+        """Append turns with their `turn_text` vectors ((n, d) float32 unit rows)."""
+        if not turns:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(turns), self.dim):
+            raise ValueError(f"vectors: expected shape {(len(turns), self.dim)}, got {vectors.shape}")
+        slots = self.lex.add([f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns])
+        self.dense.add_with_ids(vectors, slots)
+        for t, s in zip(turns, slots.tolist()):
+            self.turns.append(t)
+            self.slot_of[t.turn_id] = s
+
+    def remove(self, turn_ids: list[str]) -> None:
+        slots = [self.slot_of.pop(t) for t in turn_ids if t in self.slot_of]
+        if slots:
+            for s in slots:
+                self.turns[s] = None
+            self.lex.remove(np.asarray(slots, np.int64))
+            self.dense.remove_ids(np.asarray(slots, np.int64))
+
+    def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:
+        """Top-k (turn, score), best first; ties by arrival order. qvec: (d,) float32 unit."""
+        n = len(self.slot_of)
+        if not n or k <= 0:
+            return []
+        q = np.asarray(qvec, np.float32).reshape(1, -1)
+        pool = min(max(pool, k), n)
+        _, dense = self.dense.search(q, pool)
+        candidates = set(int(i) for i in dense[0] if i >= 0)
+        bm25_norm = max_normalise(self.lex.scores_all(query))
+        if beta > 0:
+            live = bm25_norm > 0
+            if int(live.sum()) > pool:
+                lexical = np.argpartition(-bm25_norm, pool - 1)[:pool]
+            else:
+                lexical = np.flatnonzero(live)
+            candidates.update(int(i) for i in lexical if bm25_norm[i] > 0)
+        cand = np.fromiter(sorted(candidates), dtype=np.int64)
+        cos = self.dense.reconstruct_batch(cand) @ q[0]
+        score = (1.0 - beta) * cos + beta * bm25_norm[cand]
+        order = np.lexsort((cand, -score))[:k]
+        return [(self.turns[int(cand[o])], float(score[o])) for o in order]
+
+
+def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, cfg) -> tuple[float, list | None]:
+    """Retrieval confidence in [-1, 1] (`cfg.fallback_confidence`) and, for "agreement", the raw
+    turns it looked at (reused by the fallback). No hits -> -1.
+
+    "score": the best hit's score. "agreement": |A ∩ R| / m with m = `fallback_agreement_k`,
+    A the first m distinct source turns of the hits and R the raw-turn index's top m: two
+    independent retrievers that agree make the memory's answer trustworthy.
+    """
+    if not hits:
+        return -1.0, None
+    if cfg.fallback_confidence == "score":
+        return float(hits[0].score), None
+    m = cfg.fallback_agreement_k
+    found = turns.search(q_text, query, max(m, cfg.fallback_turns), beta=cfg.bm25_weight)
+    mine: list[str] = []
+    for h in hits:
+        mine.extend(t for t in h.source_turn_ids if t not in mine)
+        if len(mine) >= m:
+            break
+    raw = {turn.turn_id for turn, _ in found[:m]}
+    return len(raw.intersection(mine[:m])) / m, found
+
+
+def with_fallback(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, k: int, cfg, space: str,
+                  found: list | None = None) -> list[Hit]:
+    """Bring in the best `fallback_turns` raw turns (`found`, searched if not given): fused with
+    the hits by reciprocal rank (`fallback_fusion="rrf"`: a turn already covered by a hit
+    strengthens that hit) or merged by score (`"score"`: only uncovered turns are added)."""
+    if found is None:
+        found = turns.search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
+    found = found[:cfg.fallback_turns]
+    by_id = {turn.turn_id: (turn, score) for turn, score in found}
+
+    def raw_hit(turn: Turn, score: float) -> Hit:
+        amu = AMU(amu_id=f"turn:{turn.turn_id}", text=turn.text, speaker=turn.speaker, timestamp=turn.timestamp,
+                  session_id=turn.session_id, source_turn_ids=(turn.turn_id,), space=space)
+        return Hit(amu=amu, score=score, views=("raw",), source_turn_ids=(turn.turn_id,))
+
+    if cfg.fallback_fusion == "rrf":
+        fused = rrf_fuse([h.source_turn_ids for h in hits], [t.turn_id for t, _ in found], cfg.rrf_k)
+        out = [Hit(hits[key].amu, score, hits[key].views, hits[key].source_turn_ids) if isinstance(key, int)
+               else raw_hit(by_id[key][0], score) for key, score in fused]
+        return out[:max(k, len(hits))]
+    covered = {t for h in hits for t in h.source_turn_ids}
+    extra = [raw_hit(turn, score) for turn, score in found if turn.turn_id not in covered]
+    return sorted(hits + extra, key=lambda h: -h.score)[:max(k, len(extra))]
 
 
 def rrf_fuse(hit_sources: list[tuple[str, ...]], turn_ids: list[str], k: int = 10) -> list[tuple[object, float]]:

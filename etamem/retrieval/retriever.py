@@ -21,12 +21,13 @@ from ..timeparse import format_date
 from ..types import AMU
 from ..views import SpaceViews
 from .beam import BeamTrace, HierarchyView, Scored, beam_search, hybrid
-from .flat import import_faiss
 from .lexical import LexicalIndex, minmax
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
+from .vector_index import VectorIndex
 
 SEMANTIC = ("event", "affect")
+VIEWS = ("event", "affect", "time")
 # an AMU "has a date" for "when" questions if its own text carries a time word (cheap scan)
 TIME_WORDS = re.compile(
     r"\b(yesterday|today|tonight|tomorrow|ago|last (?:night|week|month|year|weekend)|next (?:week|month|year)|"
@@ -41,37 +42,75 @@ def amu_search_text(amu: AMU) -> str:
     return f"{amu.speaker}: {amu.text} {format_date(amu.timestamp)}"
 
 
-def leaf_index(vectors: np.ndarray, exact_max: int = 16384):
-    """FAISS inner-product index over leaf centroids ((n, d) float32 unit rows), or None if n = 0.
-
-    Exact (`IndexFlatIP`, on the GPU when faiss-gpu sees one) up to `exact_max` rows; above
-    that an HNSW graph (M 32), so routing cost grows about logarithmically with the leaves.
-    """
-    n = vectors.shape[0]
-    if n == 0:
-        return None
-    faiss = import_faiss()
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if n <= exact_max:
-        index = faiss.IndexFlatIP(vectors.shape[1])
-        if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:  # pragma: no cover - no GPU here
-            index = faiss.index_cpu_to_all_gpus(index)
-    else:
-        index = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = 64
-    index.add(vectors)
+def leaf_index(vectors: np.ndarray, exact_max: int | None = 16384, keys: list | None = None) -> VectorIndex:
+    """A `VectorIndex` over leaf centroids ((n, d) float32 unit rows, keyed by `keys`, default
+    0..n-1): exact up to `exact_max` live rows, HNSW (M 32) above, so routing cost grows about
+    logarithmically with the leaves."""
+    index = VectorIndex(vectors.shape[1], exact_max=exact_max)
+    if vectors.shape[0]:
+        index.upsert(list(range(vectors.shape[0])) if keys is None else list(keys), vectors)
     return index
 
 
-def top_similarities(index, q: np.ndarray, n: int, top: int) -> np.ndarray:
-    """Cosines of q to its `top` nearest of the n indexed vectors, best first: (min(top, n),) float32."""
-    if index is None or n == 0:
+def top_similarities(index: VectorIndex | None, q: np.ndarray, n: int | None = None, top: int = 256) -> np.ndarray:
+    """Cosines of q to its `top` nearest indexed vectors, best first: (min(top, live),) float32."""
+    if index is None or not len(index):
         return np.zeros(0, np.float32)
-    k = min(top, n)
-    if hasattr(index, "hnsw"):
-        index.hnsw.efSearch = max(k, 64)
-    sims, ids = index.search(q.reshape(1, -1).astype(np.float32), k)
-    return sims[0][ids[0] >= 0]
+    return index.search(q, top)[0]
+
+
+class NodeTexts:
+    """BM25 over the texts of a view's nodes, keyed by node id: a node whose text changes gets
+    a new slot (the old one is a tombstone); slots are compacted when half are dead."""
+
+    def __init__(self) -> None:
+        self.lex = LexicalIndex([])
+        self.slot: dict = {}
+
+    def drop(self, keys) -> None:
+        slots = [self.slot.pop(k) for k in keys if k in self.slot]
+        if slots:
+            self.lex.remove(np.asarray(slots, np.int64))
+
+    def set(self, keys: list, texts: list[str]) -> None:
+        if not keys:
+            return
+        self.drop(keys)
+        self.slot.update(zip(keys, self.lex.add(texts).tolist()))
+        if self.lex.n > 1024 and self.lex.dead_share > 0.5:
+            items = sorted(self.slot.items(), key=lambda kv: kv[1])
+            self.lex.compact(np.asarray([s for _, s in items], np.int64))
+            self.slot.clear()
+            self.slot.update((k, i) for i, (k, _) in enumerate(items))
+
+
+class _Rows:
+    """Growable parallel arrays over AMU slots (amortised O(1) append, like a vector)."""
+
+    def __init__(self, **columns: tuple[tuple, type]) -> None:
+        self.n = 0
+        self.cols = {name: np.zeros((16,) + shape, dtype) for name, (shape, dtype) in columns.items()}
+
+    def append(self, **values: np.ndarray) -> np.ndarray:
+        m = len(next(iter(values.values())))
+        if self.n + m > len(next(iter(self.cols.values()))):
+            cap = max(self.n + m, 2 * len(next(iter(self.cols.values()))))
+            for name, arr in self.cols.items():
+                new = np.zeros((cap,) + arr.shape[1:], arr.dtype)
+                new[: self.n] = arr[: self.n]
+                self.cols[name] = new
+        for name, v in values.items():
+            self.cols[name][self.n: self.n + m] = v
+        self.n += m
+        return np.arange(self.n - m, self.n, dtype=np.int64)
+
+    def keep(self, rows: np.ndarray) -> None:
+        for name, arr in self.cols.items():
+            self.cols[name] = np.ascontiguousarray(arr[rows])
+        self.n = len(rows)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
 
 
 @dataclass
@@ -94,61 +133,132 @@ class RetrievalResult:
 
 
 class SpaceIndex:
-    """Everything a query needs for one space, derived from the views and active AMUs."""
+    """Everything a query needs for one space, kept in step with the views and the active AMUs
+    by `add_amus`, `remove_amus` and `sync` (work proportional to what changed, never a rebuild):
 
-    def __init__(self, views: SpaceViews, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray, *,
-                 exact_max: int = 16384):
+    - AMU slots: text (n, d_t) and affective (n, d_a) float32 vectors, times, time-word flags
+      and BM25 over `amu_search_text`; a deleted AMU's slot is a tombstone, slots are compacted
+      when half are dead (amortised O(1) per delete);
+    - per view, BM25 over node texts (`NodeTexts`) and a `VectorIndex` over leaf centroids
+      (tree leaves; sessions for Time) for routing, updated for the nodes a write changed.
+    Built from scratch (the constructor) it equals what the incremental updates produce.
+    """
+
+    def __init__(self, views: SpaceViews, amus: list[AMU] = (), text_vecs: np.ndarray | None = None,
+                 affect_vecs: np.ndarray | None = None, *, exact_max: int | None = 16384):
         self.views = views
-        self.exact_max = exact_max  # leaf indexes above this size are HNSW (see `leaf_index`)
-        self.amus = amus
-        self.ids = [a.amu_id for a in amus]
-        self.row_of = {a: i for i, a in enumerate(self.ids)}
-        self.text_vecs = np.ascontiguousarray(text_vecs, dtype=np.float32)
-        self.affect_vecs = np.ascontiguousarray(affect_vecs, dtype=np.float32)
-        self.times = np.array([a.timestamp.timestamp() for a in amus], dtype=np.float64)
-        self.has_time_words = np.array([bool(TIME_WORDS.search(a.text)) for a in amus], dtype=bool)
-        self.amu_lex = LexicalIndex([amu_search_text(a) for a in amus])
-        self.hierarchies: dict[str, HierarchyView] = {}
-        self.leaf_keys: dict[str, list] = {}
-        self.leaf_index: dict[str, object] = {}
+        self.exact_max = exact_max  # routing indexes above this many leaves are HNSW
+        d_t, d_a = views.event.dim, views.affect.dim
+        self.rows = _Rows(text=((d_t,), np.float32), affect=((d_a,), np.float32), time=((), np.float64),
+                          time_words=((), bool), alive=((), bool))
+        self.ids: list[str | None] = []
+        self.row_of: dict[str, int] = {}
+        self.amu_of: dict[str, AMU] = {}
+        self.amu_lex = LexicalIndex([])
+        self.node_texts = {v: NodeTexts() for v in VIEWS}
+        self.routing = {v: VectorIndex(d_a if v == "affect" else d_t, exact_max=exact_max) for v in VIEWS}
+        self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
+        self.hierarchies["time"] = self._time_view()
+        if len(amus):
+            self.add_amus(list(amus), text_vecs, affect_vecs)
+        self.sync({name: ([int(n) for n in np.flatnonzero(views.tree(name).alive[: views.tree(name).n_nodes])], [])
+                   for name in SEMANTIC} | {"time": (list(views.time.nodes), [])})
+
+    # --- AMU slots ----------------------------------------------------------------------------
+    @property
+    def amus(self) -> list[AMU]:
+        """Active AMUs in slot order."""
+        return [self.amu_of[a] for a in self.ids if a is not None]
+
+    @property
+    def text_vecs(self) -> np.ndarray:
+        """(slots, d_t) float32 text vectors (rows of removed AMUs included until compaction)."""
+        return self.rows["text"]
+
+    @property
+    def affect_vecs(self) -> np.ndarray:
+        """(slots, d_a) float32 affective vectors."""
+        return self.rows["affect"]
+
+    def add_amus(self, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray) -> None:
+        """Append AMUs with their text (n, d_t) and affective (n, d_a) float32 vectors."""
+        if not amus:
+            return
+        slots = self.rows.append(text=text_vecs, affect=affect_vecs,
+                                 time=[a.timestamp.timestamp() for a in amus],
+                                 time_words=[bool(TIME_WORDS.search(a.text)) for a in amus], alive=True)
+        lex_slots = self.amu_lex.add([amu_search_text(a) for a in amus])
+        assert lex_slots[0] == slots[0], "AMU slots and BM25 slots out of step"
+        for a, s in zip(amus, slots.tolist()):
+            self.ids.append(a.amu_id)
+            self.row_of[a.amu_id] = s
+            self.amu_of[a.amu_id] = a
+
+    def remove_amus(self, amu_ids: list[str]) -> None:
+        slots = [self.row_of.pop(a) for a in amu_ids if a in self.row_of]
+        if not slots:
+            return
+        for s in slots:
+            self.amu_of.pop(self.ids[s], None)
+            self.ids[s] = None
+        self.rows["alive"][slots] = False
+        self.amu_lex.remove(np.asarray(slots, np.int64))
+        if self.rows.n > 1024 and self.amu_lex.dead_share > 0.5:
+            keep = np.flatnonzero(self.rows["alive"][: self.rows.n])
+            self.rows.keep(keep)
+            self.amu_lex.compact(keep)
+            self.ids = [self.ids[i] for i in keep.tolist()]
+            self.row_of = {a: i for i, a in enumerate(self.ids)}
+
+    # --- nodes ---------------------------------------------------------------------------------
+    def sync(self, changes: dict[str, tuple[list, list]]) -> None:
+        """Bring node texts and routing entries up to date for (changed, removed) node ids per
+        view (as returned by `SpaceViews.pop_changes`)."""
         for name in SEMANTIC:
-            self._index_tree(name)
-        self._index_time()
-
-    def _index_tree(self, name: str) -> None:
-        tree = self.views.tree(name)
-        alive = [int(n) for n in np.flatnonzero(tree.alive[: tree.n_nodes])]
-        node_row = {n: i for i, n in enumerate(alive)}
-        members = {n: [self.row_of[tree.amu_ids[r]] for r in tree.members[n] if tree.amu_ids[r] in self.row_of]
-                   for n in alive if tree.leaf_flag[n]}
-        node_texts = [tree.node_text(n) for n in alive]
-        vecs = self.text_vecs if name == "event" else self.affect_vecs
-        self.hierarchies[name] = HierarchyView(
-            roots=lambda tree=tree: [tree.root], children=lambda n, tree=tree: tree.children[n],
-            is_leaf=lambda n, tree=tree: tree.leaf_flag[n], centroids=lambda ns, tree=tree: tree.cent[list(ns)],
-            node_row=node_row.__getitem__, members=members.__getitem__, amu_vectors=lambda rows, v=vecs: v[rows],
-            amu_ids=lambda rows: [self.ids[r] for r in rows], node_lex=LexicalIndex(node_texts), amu_lex=self.amu_lex)
-        leaves = [n for n in alive if tree.leaf_flag[n]]
-        self.leaf_keys[name] = leaves
-        self.leaf_index[name] = leaf_index(tree.cent[leaves], self.exact_max) if leaves else None
-
-    def _index_time(self) -> None:
+            changed, removed = changes.get(name, ([], []))
+            tree = self.views.tree(name)
+            live = [int(n) for n in changed if tree.alive[int(n)]]
+            gone = [int(n) for n in removed] + [int(n) for n in changed if not tree.alive[int(n)]]
+            self._sync_nodes(name, live, gone, [tree.node_text(n) for n in live],
+                             [n for n in live if tree.leaf_flag[n]], lambda ks, t=tree: t.cent[ks])
+        changed, removed = changes.get("time", ([], []))
         forest = self.views.time
-        keys = sorted(forest.nodes)
-        node_row = {k: i for i, k in enumerate(keys)}
-        cents = {k: forest.nodes[k].centroid() for k in keys}
-        members = {k: [self.row_of[a] for a in forest.nodes[k].members if a in self.row_of]
-                   for k in keys if forest.nodes[k].level == "session"}
-        self.hierarchies["time"] = HierarchyView(
+        live = [k for k in changed if k in forest.nodes]
+        gone = list(removed) + [k for k in changed if k not in forest.nodes]
+        self._sync_nodes("time", live, gone, [forest.node_text(k) for k in live],
+                         [k for k in live if forest.nodes[k].level == "session"],
+                         lambda ks: np.stack([forest.nodes[k].centroid() for k in ks]))
+
+    def _sync_nodes(self, name: str, live: list, gone: list, texts: list[str], leaves: list, centroids) -> None:
+        self.node_texts[name].drop(gone)
+        self.node_texts[name].set(live, texts)
+        leaf_set = set(leaves)
+        self.routing[name].remove(gone + [k for k in live if k not in leaf_set])
+        if leaves:
+            self.routing[name].upsert(leaves, np.asarray(centroids(leaves), np.float32))
+
+    def _members(self, amu_ids) -> list[int]:
+        row_of = self.row_of
+        return [row_of[a] for a in amu_ids if a in row_of]
+
+    def _tree_view(self, name: str) -> HierarchyView:
+        tree, nt = self.views.tree(name), self.node_texts[name]
+        col = "text" if name == "event" else "affect"
+        return HierarchyView(
+            roots=lambda: [tree.root], children=lambda n: tree.children[n], is_leaf=lambda n: tree.leaf_flag[n],
+            centroids=lambda ns: tree.cent[list(ns)], node_row=lambda n: nt.slot[n],
+            members=lambda n: self._members([tree.amu_ids[r] for r in tree.members[n]]),
+            amu_vectors=lambda rows: self.rows[col][rows], amu_ids=lambda rows: [self.ids[r] for r in rows],
+            node_lex=nt.lex, amu_lex=self.amu_lex)
+
+    def _time_view(self) -> HierarchyView:
+        forest, nt = self.views.time, self.node_texts["time"]
+        return HierarchyView(
             roots=lambda: forest.roots, children=lambda k: forest.nodes[k].children,
             is_leaf=lambda k: forest.nodes[k].level == "session",
-            centroids=lambda ks: np.stack([cents[k] for k in ks]), node_row=node_row.__getitem__,
-            members=members.__getitem__, amu_vectors=lambda rows: self.text_vecs[rows],
-            amu_ids=lambda rows: [self.ids[r] for r in rows],
-            node_lex=LexicalIndex([forest.node_text(k) for k in keys]), amu_lex=self.amu_lex)
-        sessions = [k for k in keys if forest.nodes[k].level == "session"]
-        self.leaf_keys["time"] = sessions
-        self.leaf_index["time"] = leaf_index(np.stack([cents[k] for k in sessions]), self.exact_max) if sessions else None
+            centroids=lambda ks: np.stack([forest.nodes[k].centroid() for k in ks]), node_row=lambda k: nt.slot[k],
+            members=lambda k: self._members(forest.nodes[k].members), amu_vectors=lambda rows: self.rows["text"][rows],
+            amu_ids=lambda rows: [self.ids[r] for r in rows], node_lex=nt.lex, amu_lex=self.amu_lex)
 
     # --- query ------------------------------------------------------------------------------
     def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
@@ -159,17 +269,18 @@ class SpaceIndex:
         beam-search each, merge, re-score and rank."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
-        sims = {v: top_similarities(self.leaf_index[v], qv[v], len(self.leaf_keys[v]), routing_candidates)
-                for v in views}
+        sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
         plan = route(sims, k, mode=routing, temperature=temperature)
         q_nodes = {v: self.hierarchies[v].node_lex.query_ids(query) for v in views}
         q_amus = self.amu_lex.query_ids(query)
+        forest = self.views.time
         found: dict[str, list[Scored]] = {}
         traces: dict[str, ViewTrace] = {}
         for v in views:
             h = self.hierarchies[v]
             if v == "time" and window is not None and window.kind not in ("first", "latest"):
-                inside = {key for key in self.leaf_keys["time"] if self._session_overlaps(key, window)}
+                inside = {key for key, node in forest.nodes.items()
+                          if node.level == "session" and node.start < window.end and node.end >= window.start}
                 if inside:
                     h = HierarchyView(**{**h.__dict__, "leaf_filter": inside.__contains__})
             bt = BeamTrace() if trace else None
@@ -180,10 +291,6 @@ class SpaceIndex:
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost)
         return RetrievalResult(ranked, plan, window, traces)
-
-    def _session_overlaps(self, key: str, window: TimeWindow) -> bool:
-        node = self.views.time.nodes[key]
-        return node.start < window.end and node.end >= window.start
 
     def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
                window: TimeWindow | None, when: bool, time_boost: float) -> list[tuple[str, float, tuple[str, ...]]]:
@@ -198,16 +305,16 @@ class SpaceIndex:
             return []
         keys = list(views_of)
         rows = np.array([self.row_of[a] for a in keys])
-        score, _ = hybrid(self.text_vecs[rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), beta)
+        score, _ = hybrid(self.rows["text"][rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), beta)
         if window is not None and window.kind not in ("first", "latest"):
             lo, hi = window.start.timestamp(), window.end.timestamp()
-            t = self.times[rows]
+            t = self.rows["time"][rows]
             gap_days = np.maximum(0.0, np.maximum(lo - t, t - hi)) / 86400.0
             score = score + time_boost / (1.0 + gap_days / 7.0)
         elif window is not None:  # first / latest: order preference by time
-            t = minmax(self.times[rows])
+            t = minmax(self.rows["time"][rows])
             score = score + time_boost * (t if window.kind == "latest" else 1.0 - t)
         if when:
-            score = score + 0.5 * time_boost * self.has_time_words[rows]
+            score = score + 0.5 * time_boost * self.rows["time_words"][rows]
         order = np.lexsort((np.array(keys), -score))
         return [(keys[i], float(score[i]), tuple(views_of[keys[i]])) for i in order]

@@ -75,12 +75,21 @@ class SpaceViews:
         return {"event": self.event.shape(), "affect": self.affect.shape(), "time": self.time.shape()}
 
     # --- persistence ---------------------------------------------------------------------------
-    def save(self, store, space: str) -> None:
-        """Write changed nodes and the view states in one transaction."""
-        payload = []
+    def save(self, store, space: str) -> dict[str, tuple[list, list]]:
+        """Write changed nodes and the view states in one transaction; returns the changes (see
+        `pop_changes`)."""
+        payload, changes = self.pop_changes()
+        store.save_views(space, payload)
+        return changes
+
+    def pop_changes(self) -> tuple[list, dict[str, tuple[list, list]]]:
+        """What changed since the last call: the rows to persist (a `Store.save_views` payload)
+        and, per view, (changed live node ids, removed node ids) for the search indexes."""
+        payload, changes = [], {}
         for view in VIEWS:
             obj = getattr(self, view)
             changed, removed = obj.pop_changes()
+            changes[view] = (changed, removed)
             state = obj.state()
             reservoir = b""
             if view != "time":
@@ -88,7 +97,7 @@ class SpaceViews:
                 reservoir = obj.calibrator.reservoir.astype("<f4").tobytes()
             payload.append((view, [obj.node_row(n) for n in changed], [str(n) for n in removed],
                             json.dumps(state), reservoir))
-        store.save_views(space, payload)
+        return payload, changes
 
     @classmethod
     def load(cls, store, space: str, config, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,

@@ -66,12 +66,16 @@ class TimeForest:
         self.changed: set[str] = set()  # nodes to persist
         self.removed: set[str] = set()
         self.dirty: set[str] = set()  # nodes to look at in the next maintenance
+        self._roots: list[str] | None = None  # months by start (cached; reset when a month comes or goes)
         self.stats = {"inserted": 0, "deleted": 0, "summaries_first": 0, "summaries_refresh": 0,
                       "pending_updates": 0}
 
     @property
     def roots(self) -> list[str]:
-        return sorted((n.node_id for n in self.nodes.values() if n.parent is None), key=lambda i: self.nodes[i].start)
+        if self._roots is None:
+            self._roots = sorted((n.node_id for n in self.nodes.values() if n.parent is None),
+                                 key=lambda i: self.nodes[i].start)
+        return self._roots
 
     def path(self, node_id: str) -> list[str]:
         out = [node_id]
@@ -89,7 +93,9 @@ class TimeForest:
             node = self.nodes.get(node_id)
             if node is None:
                 node = self.nodes[node_id] = TimeNode(node_id, level, parent, lo, hi, sum=np.zeros(self.dim))
-                if parent is not None:
+                if parent is None:
+                    self._roots = None
+                else:
                     kids = self.nodes[parent].children
                     kids.append(node_id)
                     kids.sort(key=lambda c: (self.nodes[c].start, c))
@@ -135,6 +141,8 @@ class TimeForest:
             if node.count == 0:
                 if node.parent is not None:
                     self.nodes[node.parent].children.remove(node_id)
+                else:
+                    self._roots = None
                 del self.nodes[node_id]
                 self.changed.discard(node_id)
                 self.removed.add(node_id)

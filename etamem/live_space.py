@@ -1,0 +1,107 @@
+"""A space held live in memory (DESIGN §11): its views, its search indexes over units, nodes
+and raw turns, and its locks, kept in step with the store by every write.
+
+Writes change the views and every index in place (work proportional to the batch, never a
+rebuild) under the space's write lock, together with the store commit; searches hold the read
+lock. Writers of the space are serialised by `writer`, held by `Memory` across the whole
+write, so model inference and LLM calls never hold the read/write lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+import numpy as np
+
+from .locks import RWLock
+from .retrieval import SpaceIndex, TurnIndex, turn_text
+from .types import AMU, Turn
+from .views import SpaceViews
+
+log = logging.getLogger(__name__)
+
+
+class LiveSpace:
+    """Views, `SpaceIndex` and `TurnIndex` of one space with its locks.
+
+    `broken` is set when a write failed half way (memory and store may disagree): the owner then
+    drops this object and opens the space again from the store.
+    """
+
+    def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex):
+        self.name, self.views, self.index, self.turns = name, views, index, turns
+        self.writer = threading.Lock()
+        self.rw = RWLock()
+        self.broken = False
+
+    @classmethod
+    def open(cls, store, space: str, config, text_dim: int, affect_dim: int,
+             encode: Callable[[list[str]], np.ndarray]) -> "LiveSpace":
+        """Load the views and build the indexes from stored vectors only; `encode` is used once
+        for turns stored before turn vectors were (format 2 stores), and the vectors kept."""
+        amus = store.amus(space)
+        ids = [a.amu_id for a in amus]
+        tv = store.amu_vectors(space, "text", ids) if ids else np.zeros((0, text_dim), np.float32)
+        av = store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, affect_dim), np.float32)
+        views = SpaceViews.load(store, space, config, amus, tv, av, text_dim, affect_dim)
+        payload, _ = views.pop_changes()
+        if any(rows or removed for _, rows, removed, _, _ in payload):  # load repaired the views
+            store.save_views(space, payload)
+        index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max)
+        pending = {t.turn_id for t in store.turns(space, pending_only=True)}
+        turns = [t for t in store.turns(space) if t.turn_id not in pending]
+        vecs = store.turn_vectors(space)
+        missing = [t for t in turns if t.turn_id not in vecs]
+        if missing:
+            log.info("space %s: encoding %d raw turns stored without vectors (once)", space, len(missing))
+            new = encode([turn_text(t) for t in missing])
+            store.put_turn_vectors(space, [t.turn_id for t in missing], new)
+            vecs.update(zip((t.turn_id for t in missing), new))
+        matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
+        return cls(space, views, index, TurnIndex(text_dim, turns, matrix))
+
+    def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
+                  affect_vecs: np.ndarray) -> None:
+        """Insert the units of `turns` into the views, commit units, turn vectors and changed view
+        rows in one store transaction, then update the indexes (the caller holds `writer`)."""
+        with self.rw.write():
+            try:
+                self.views.add(amus, text_vecs, affect_vecs)
+                payload, changes = self.views.pop_changes()
+                store.write_amus(self.name, amus, text_vecs, affect_vecs, [t.turn_id for t in turns],
+                                 dims={"text_dim": self.views.event.dim, "affect_dim": self.views.affect.dim},
+                                 turn_vecs=turn_vecs, views=payload)
+                self.index.add_amus(amus, text_vecs, affect_vecs)
+                self.index.sync(changes)
+                self.turns.add(turns, turn_vecs)
+            except BaseException:
+                self.broken = True
+                raise
+
+    def remove_unit(self, store, amu_id: str) -> int:
+        """Delete one unit from the store, the views and the indexes; 1 if it was active."""
+        with self.rw.write():
+            try:
+                self.views.remove(amu_id)
+                payload, changes = self.views.pop_changes()
+                removed = int(store.delete_amu(self.name, amu_id, views=payload))
+                self.index.remove_amus([amu_id])
+                self.index.sync(changes)
+            except BaseException:
+                self.broken = True
+                raise
+        return removed
+
+    def maintain(self, store, summariser=None) -> dict:
+        """Session-end maintenance of the views, saved, with the indexes updated. With an LLM
+        summariser its calls run under the write lock (searches of this space wait for them)."""
+        with self.rw.write():
+            try:
+                report = self.views.maintain(summariser)
+                changes = self.views.save(store, self.name)
+                self.index.sync(changes)
+            except BaseException:
+                self.broken = True
+                raise
+        return report
