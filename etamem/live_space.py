@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import derived
 from .locks import RWLock
 from .retrieval import SpaceIndex, TurnIndex, turn_text
 from .types import AMU, Turn
@@ -29,17 +30,21 @@ class LiveSpace:
     drops this object and opens the space again from the store.
     """
 
-    def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex):
+    def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex, generation: int = 0,
+                 saved: bool = False):
         self.name, self.views, self.index, self.turns = name, views, index, turns
         self.writer = threading.Lock()
         self.rw = RWLock()
         self.broken = False
+        self.generation = generation  # the store generation this state reflects
+        self.saved_generation = generation if saved else None  # the one the derived files hold
 
     @classmethod
     def open(cls, store, space: str, config, text_dim: int, affect_dim: int,
-             encode: Callable[[list[str]], np.ndarray]) -> "LiveSpace":
-        """Load the views and build the indexes from stored vectors only; `encode` is used once
-        for turns stored before turn vectors were (format 2 stores), and the vectors kept."""
+             encode: Callable[[list[str]], np.ndarray], root=None) -> "LiveSpace":
+        """Load the views, then the indexes: from the derived files under `root` when they hold
+        this generation of the space, else built from the stored vectors (`encode` is used once
+        for turns stored before turn vectors were, format 2 stores, and the vectors kept)."""
         amus = store.amus(space)
         ids = [a.amu_id for a in amus]
         tv = store.amu_vectors(space, "text", ids) if ids else np.zeros((0, text_dim), np.float32)
@@ -48,9 +53,17 @@ class LiveSpace:
         payload, _ = views.pop_changes()
         if any(rows or removed for _, rows, removed, _, _ in payload):  # load repaired the views
             store.save_views(space, payload)
-        index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max)
+        generation = store.generation(space)
         pending = {t.turn_id for t in store.turns(space, pending_only=True)}
         turns = [t for t in store.turns(space) if t.turn_id not in pending]
+        found = None if root is None else derived.find(root, space, generation)
+        if found is not None:
+            try:
+                index = SpaceIndex.load(found / "index", views, amus, tv, av, exact_max=config.routing_exact_max)
+                return cls(space, views, index, TurnIndex.load(found / "turns", turns), generation, saved=True)
+            except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, rebuild
+                log.warning("space %s: derived files in %s not usable (%s); rebuilding the indexes", space, found, exc)
+        index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max)
         vecs = store.turn_vectors(space)
         missing = [t for t in turns if t.turn_id not in vecs]
         if missing:
@@ -59,7 +72,17 @@ class LiveSpace:
             store.put_turn_vectors(space, [t.turn_id for t in missing], new)
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
-        return cls(space, views, index, TurnIndex(text_dim, turns, matrix))
+        return cls(space, views, index, TurnIndex(text_dim, turns, matrix), generation)
+
+    def save_derived(self, root, store) -> bool:
+        """Write the indexes as derived files if the store is still at the generation this state
+        reflects and they are not saved yet (the caller holds `writer`). True if written."""
+        if self.broken or self.saved_generation == self.generation or store.generation(self.name) != self.generation:
+            return False
+        with self.rw.write():  # saving merges BM25 postings in place
+            derived.save(root, self.name, self.generation, self.index, self.turns)
+        self.saved_generation = self.generation
+        return True
 
     def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
                   affect_vecs: np.ndarray) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 
+from . import derived
 from .config import Config
 from .encoders import make_text_encoder
 from .inputs import normalise_turns, validate_space
@@ -123,6 +124,16 @@ class Memory:
             with self._lock:
                 self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - t0
 
+    @contextmanager
+    def _writing(self, live: LiveSpace):
+        """Hold the space's writer mutex; afterwards the live state reflects the store's current
+        generation (every write path keeps memory and store in step, or marks the space broken)."""
+        with live.writer:
+            try:
+                yield
+            finally:
+                live.generation = self.store.generation(live.name)
+
     def _space(self, space: str) -> LiveSpace:
         """The live space (opened from the store on first use, or again after a failed write)."""
         live = self._live.get(space)
@@ -138,7 +149,7 @@ class Memory:
                 text_dim = int(text_dim) if text_dim else self.text_encoder.dim
                 affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
                 live = LiveSpace.open(self.store, space, self.config, text_dim, affect_dim,
-                                      lambda texts: self.text_encoder.encode(texts))
+                                      lambda texts: self.text_encoder.encode(texts), root=self.path)
                 with self._lock:
                     self._live[space] = live
             return live
@@ -162,7 +173,7 @@ class Memory:
         if not items:
             return []
         live = self._space(space)
-        with live.writer:
+        with self._writing(live):
             with self._timed("store"):
                 ids = [it.turn_id if isinstance(it, Turn) else it.get("turn_id") for it in items]
                 ids = [str(i) for i in ids if i is not None]
@@ -176,13 +187,13 @@ class Memory:
     def flush(self, space: str = "default") -> list[AMU]:
         """Process any pending turns of the space (e.g. after a model failure)."""
         live = self._space(self._known_space(space))
-        with live.writer:
+        with self._writing(live):
             return self._process_pending(live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance); returns their ids."""
         live = self._space(self._known_space(space))
-        with live.writer:
+        with self._writing(live):
             self._process_pending(live.name, live)
             open_ids = self.store.open_sessions(live.name)
             self._end_sessions(live, open_ids)
@@ -289,11 +300,13 @@ class Memory:
         amu_id=None, everything stored for the space (turns, AMUs, vectors, sessions). Returns
         how many AMUs went."""
         live = self._space(self._known_space(space))
-        with live.writer:
+        with self._writing(live):
             if amu_id is None:
                 with live.rw.write():
                     n = self.store.count_amus(live.name)
                     self.store.delete_space(live.name)
+                    if self.path is not None:
+                        derived.drop(self.path, live.name)
                     live.broken = True  # any holder of this object must not use it again
                     with self._lock:
                         self._live.pop(live.name, None)
@@ -400,7 +413,24 @@ class Memory:
         return "\n".join(lines)
 
     # --- lifecycle ----------------------------------------------------------------------------
+    def checkpoint(self) -> list[str]:
+        """Save the search indexes of the spaces changed since they were last saved as derived
+        files beside the store (see `etamem.derived`), so the next open loads them instead of
+        re-indexing; returns the spaces written. `close` calls it."""
+        if self.path is None:
+            return []
+        written = []
+        for live in list(self._live.values()):
+            with live.writer:
+                if live.save_derived(self.path, self.store):
+                    written.append(live.name)
+        return written
+
     def close(self) -> None:
+        try:
+            self.checkpoint()
+        except OSError as exc:  # derived files are a cache: the store is complete without them
+            log.warning("could not save the search indexes: %s", exc)
         with self._lock:
             if self._llm is not None and hasattr(self._llm, "close"):
                 self._llm.close()

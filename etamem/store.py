@@ -212,8 +212,11 @@ class Store:
 
     def turn_vectors(self, space: str) -> dict[str, np.ndarray]:
         """turn id -> (d,) float32 text vector of `turn_text`, for the turns that have one."""
-        return {r[0]: _vec(r[1]) for r in self._query("SELECT turn_id, vector FROM turn_vectors WHERE space=?",
-                                                       (space,))}
+        rows = self._query("SELECT turn_id, vector FROM turn_vectors WHERE space=?", (space,))
+        if not rows:
+            return {}
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").astype(np.float32).reshape(len(rows), -1)
+        return dict(zip((r[0] for r in rows), matrix))
 
     def put_turn_vectors(self, space: str, turn_ids: list[str], vecs: np.ndarray) -> None:
         with self.transaction() as cur:
@@ -288,11 +291,12 @@ class Store:
 
     def amu_vectors(self, space: str, kind: str, amu_ids: list[str]) -> np.ndarray:
         """Vectors of `kind` ('text' | 'affect') for the given AMUs, in that order: (n, d) float32."""
-        rows = self._query("SELECT amu_id, vector FROM amu_vectors WHERE space=? AND kind=?", (space, kind))
-        by_id = {r[0]: r[1] for r in rows}
         if not amu_ids:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([_vec(by_id[a]) for a in amu_ids])
+        rows = self._query("SELECT amu_id, vector FROM amu_vectors WHERE space=? AND kind=?", (space, kind))
+        by_id = {r[0]: r[1] for r in rows}
+        blob = b"".join(by_id[a] for a in amu_ids)  # one copy, one parse
+        return np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(amu_ids), -1)
 
     def delete_amu(self, space: str, amu_id: str, views: list | None = None) -> bool:
         """Mark an AMU deleted and drop its vectors, with the changed view rows (`views`)."""

@@ -223,3 +223,40 @@ def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, cha
     writer.join(10)
     assert not writer.is_alive()
     assert "I repaired my old bike." in {a.text for a in mem.list("a")}
+
+
+def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged(hashing_encoder, tmp_path, caplog):
+    """Closing writes the indexes beside the store; the next open loads them (nothing
+    re-tokenised) and answers the same; files of an older generation (a process that wrote
+    and died before closing) or damaged files are ignored and the indexes rebuilt."""
+    from etamem import derived
+
+    rng = np.random.default_rng(4)
+    queries = [" ".join(rng.choice(WORDS, 3)) for _ in range(10)]
+    mem = memory(tmp_path / "s", hashing_encoder)
+    for s in range(8):
+        mem.add(session(rng, s, 15), space="u")
+    mem.delete("u", mem.list("u")[3].amu_id)
+    before = hits(mem, "u", queries)
+    mem.close()
+    reopened = memory(tmp_path / "s", hashing_encoder)
+    live = reopened._space("u")
+    generation = reopened.store.generation("u")
+    assert derived.find(tmp_path / "s", "u", generation) is not None
+    assert live.saved_generation == live.generation == generation  # loaded, not rebuilt
+    assert hits(reopened, "u", queries) == before
+    reopened.add(session(rng, 8, 3), space="u")  # and it keeps taking writes
+    after = hits(reopened, "u", queries)
+    # no close: the files on disk are one generation behind the store
+    stale = memory(tmp_path / "s", hashing_encoder)
+    assert stale._space("u").saved_generation is None and hits(stale, "u", queries) == after
+    stale.close()
+    (target,) = derived.space_dir(tmp_path / "s", "u").glob("g*")  # written by stale.close()
+    for f in target.rglob("*.npy"):
+        f.write_bytes(b"not an array")
+    caplog.clear()
+    damaged = memory(tmp_path / "s", hashing_encoder)
+    assert damaged._space("u").saved_generation is None and "rebuilding the indexes" in caplog.text
+    assert hits(damaged, "u", queries) == after
+    damaged.delete("u")
+    assert not derived.space_dir(tmp_path / "s", "u").exists()

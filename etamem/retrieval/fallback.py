@@ -3,6 +3,9 @@ stored turns, the retrieval confidence that gates it and the fusion of its turns
 (DESIGN §8)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from ..extraction import turn_text as content_text
@@ -64,6 +67,34 @@ class TurnIndex:
                 self.turns[s] = None
             self.lex.remove(np.asarray(slots, np.int64))
             self.dense.remove_ids(np.asarray(slots, np.int64))
+
+    def save(self, directory) -> None:
+        """BM25 (.npy + JSON), the FAISS index (`faiss.write_index`) and the slot -> turn id list."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.lex.save(d / "lex")
+        import_faiss().write_index(self.dense, str(d / "dense.faiss"))
+        (d / "slots.json").write_text(json.dumps({"dim": self.dim, "turn_ids": [
+            None if t is None else t.turn_id for t in self.turns]}))
+
+    @classmethod
+    def load(cls, directory, turns: list[Turn]) -> "TurnIndex":
+        """The index `save` wrote, for exactly these (extracted) turns; ValueError otherwise."""
+        d = Path(directory)
+        meta = json.loads((d / "slots.json").read_text())
+        by_id = {t.turn_id: t for t in turns}
+        ids = meta["turn_ids"]
+        live = [t for t in ids if t is not None]
+        if len(live) != len(by_id) or any(t not in by_id for t in live):
+            raise ValueError("saved turn slots do not match the stored turns")
+        self = cls(meta["dim"])
+        self.lex = LexicalIndex.load(d / "lex")
+        self.dense = import_faiss().read_index(str(d / "dense.faiss"))
+        if self.lex.n != len(ids) or self.dense.ntotal != len(live):
+            raise ValueError("saved turn index sizes do not match its slots")
+        self.turns = [None if t is None else by_id[t] for t in ids]
+        self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
+        return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:
         """Top-k (turn, score), best first; ties by arrival order. qvec: (d,) float32 unit."""

@@ -11,9 +11,11 @@ time. Beam steps score at most B * b_max candidates with a NumPy dot product.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 
@@ -146,6 +148,13 @@ class SpaceIndex:
 
     def __init__(self, views: SpaceViews, amus: list[AMU] = (), text_vecs: np.ndarray | None = None,
                  affect_vecs: np.ndarray | None = None, *, exact_max: int | None = 16384):
+        self._empty(views, exact_max)
+        if len(amus):
+            self.add_amus(list(amus), text_vecs, affect_vecs)
+        self.sync({name: ([int(n) for n in np.flatnonzero(views.tree(name).alive[: views.tree(name).n_nodes])], [])
+                   for name in SEMANTIC} | {"time": (list(views.time.nodes), [])})
+
+    def _empty(self, views: SpaceViews, exact_max: int | None) -> None:
         self.views = views
         self.exact_max = exact_max  # routing indexes above this many leaves are HNSW
         d_t, d_a = views.event.dim, views.affect.dim
@@ -159,10 +168,62 @@ class SpaceIndex:
         self.routing = {v: VectorIndex(d_a if v == "affect" else d_t, exact_max=exact_max) for v in VIEWS}
         self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
         self.hierarchies["time"] = self._time_view()
-        if len(amus):
-            self.add_amus(list(amus), text_vecs, affect_vecs)
-        self.sync({name: ([int(n) for n in np.flatnonzero(views.tree(name).alive[: views.tree(name).n_nodes])], [])
-                   for name in SEMANTIC} | {"time": (list(views.time.nodes), [])})
+
+    # --- files --------------------------------------------------------------------------------
+    def save(self, directory) -> None:
+        """Write the BM25 indexes, routing indexes and slot maps into `directory` (plain .npy
+        and JSON; the AMU vectors are the store's and are not copied)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.amu_lex.save(d / "amus")
+        slots = {"ids": self.ids, "exact_max": self.exact_max}
+        for v in VIEWS:
+            self.node_texts[v].lex.save(d / f"nodes_{v}")
+            self.routing[v].save(d / f"routing_{v}")
+            slots[v] = [list(self.node_texts[v].slot), list(self.node_texts[v].slot.values())]
+        (d / "slots.json").write_text(json.dumps(slots))
+
+    @classmethod
+    def load(cls, directory, views: SpaceViews, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
+             *, exact_max: int | None = 16384) -> "SpaceIndex":
+        """The index `save` wrote for these views and active AMUs (mmap'd, nothing re-tokenised);
+        ValueError when the files do not describe them."""
+        d = Path(directory)
+        slots = json.loads((d / "slots.json").read_text())
+        if slots["exact_max"] != exact_max:
+            raise ValueError("saved with another routing_exact_max")
+        self = cls.__new__(cls)
+        self._empty(views, exact_max)
+        ids = slots["ids"]
+        by_id = {a.amu_id: i for i, a in enumerate(amus)}
+        live = [(s, a) for s, a in enumerate(ids) if a is not None]
+        if len(live) != len(amus) or any(a not in by_id for _, a in live):
+            raise ValueError("saved AMU slots do not match the active AMUs")
+        order = np.fromiter((by_id[a] for _, a in live), np.int64, len(live))
+        where = np.fromiter((s for s, _ in live), np.int64, len(live))
+        n = len(ids)
+        text, affect = np.zeros((n, views.event.dim), np.float32), np.zeros((n, views.affect.dim), np.float32)
+        times, words, alive = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        if len(live):
+            text[where], affect[where], alive[where] = text_vecs[order], affect_vecs[order], True
+            times[where] = [amus[i].timestamp.timestamp() for i in order.tolist()]
+            words[where] = [bool(TIME_WORDS.search(amus[i].text)) for i in order.tolist()]
+        self.rows.append(text=text, affect=affect, time=times, time_words=words, alive=alive)
+        self.ids = ids
+        self.row_of = {a: s for s, a in live}
+        self.amu_of = {a.amu_id: a for a in amus}
+        self.amu_lex = LexicalIndex.load(d / "amus")
+        if self.amu_lex.n != n:
+            raise ValueError("saved BM25 over AMUs does not match the slots")
+        for v in VIEWS:
+            nt = self.node_texts[v]
+            nt.lex = LexicalIndex.load(d / f"nodes_{v}")
+            keys, node_slots = slots[v]
+            nt.slot.update(zip(keys, node_slots))
+            self.routing[v] = VectorIndex.load(d / f"routing_{v}")
+        self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
+        self.hierarchies["time"] = self._time_view()
+        return self
 
     # --- AMU slots ----------------------------------------------------------------------------
     @property
