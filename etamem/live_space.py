@@ -117,14 +117,30 @@ class LiveSpace:
         return removed
 
     def maintain(self, store, summariser=None) -> dict:
-        """Session-end maintenance of the views, saved, with the indexes updated. With an LLM
-        summariser its calls run under the write lock (searches of this space wait for them)."""
+        """Session-end maintenance of the views, saved, with the indexes updated (the caller
+        holds `writer`). The structural pass runs under the write lock with extractive
+        summaries and is committed; an LLM `summariser` is then called for the refreshed nodes
+        outside the lock (deepest first, a parent seeing its children's new summaries) and the
+        summaries are committed in a second short write."""
         with self.rw.write():
             try:
-                report = self.views.maintain(summariser)
-                changes = self.views.save(store, self.name)
-                self.index.sync(changes)
+                report = self.views.maintain(None)
+                self.index.sync(self.views.save(store, self.name))
             except BaseException:
                 self.broken = True
                 raise
+        if summariser is None:
+            return report
+        texts: dict = {}
+        for view, node, children, reps in self.views.summary_requests():  # only readers run meanwhile
+            child_texts = [texts.get((view, c)) or self.views.node_text(view, c) for c in children]
+            texts[(view, node)] = summariser(child_texts, reps)
+        if texts:
+            with self.rw.write():
+                try:
+                    self.views.set_summaries(texts)
+                    self.index.sync(self.views.save(store, self.name))
+                except BaseException:
+                    self.broken = True
+                    raise
         return report

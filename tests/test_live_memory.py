@@ -190,10 +190,15 @@ def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, cha
 
     slow = threading.Event()
     asked = threading.Event()
+    slow_summaries = threading.Event()
 
     def responder(body):
         prompt = body["messages"][-1]["content"]
         if "Turn to process" not in prompt:
+            if slow_summaries.is_set():  # the first summary call is slow
+                slow_summaries.clear()
+                asked.set()
+                time.sleep(3.0)
             return "A summary."
         text = re.search(r"Turn to process \([^)]*\):\n(.*?)\n\nRules:", prompt, re.S).group(1)
         if slow.is_set():
@@ -223,6 +228,19 @@ def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, cha
     writer.join(10)
     assert not writer.is_alive()
     assert "I repaired my old bike." in {a.text for a in mem.list("a")}
+    # session-end summaries: the structural pass is committed, the LLM is asked outside the lock
+    slow.clear()
+    asked.clear()
+    slow_summaries.set()
+    ender = threading.Thread(target=mem.end_session, args=("a",))
+    ender.start()
+    assert asked.wait(10)
+    t0 = time.perf_counter()
+    assert mem.search("old bike", space="a")
+    assert time.perf_counter() - t0 < 1.5 and ender.is_alive()
+    ender.join(60)
+    time_nodes = mem.views("a").time.nodes
+    assert any(n.summary == "A summary." for n in time_nodes.values() if n.level != "session")
 
 
 def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged(hashing_encoder, tmp_path, caplog):

@@ -65,6 +65,36 @@ class SpaceViews:
         return {"event": self.event.maintain(summariser), "affect": self.affect.maintain(summariser),
                 "time": self.time.maintain(summariser)}
 
+    def summary_requests(self) -> list[tuple[str, object, list, list[str]]]:
+        """(view, node, child node ids, representative texts) for every inner node whose summary
+        the last `maintain` refreshed, deepest first per view: what an LLM summariser needs."""
+        out = []
+        for view in VIEWS:
+            obj = getattr(self, view)
+            for n in getattr(obj, "summarised", []):
+                if view == "time":
+                    if n in obj.nodes:
+                        out.append((view, n, list(obj.nodes[n].children), [obj.texts[a] for a in obj.subtree_reps(n)]))
+                elif obj.alive[n] and not obj.leaf_flag[n]:
+                    out.append((view, n, list(obj.children[n]), [obj.texts[r] for r in obj.reps[n]]))
+        return out
+
+    def node_text(self, view: str, node) -> str:
+        return getattr(self, view).node_text(node)
+
+    def set_summaries(self, texts: dict[tuple[str, object], str]) -> None:
+        """Install summaries computed outside `maintain` ((view, node) -> text) for nodes that
+        still exist; they are persisted by the next save."""
+        for (view, n), text in texts.items():
+            obj = getattr(self, view)
+            if view == "time":
+                if n in obj.nodes:
+                    obj.nodes[n].summary = text
+                    obj.changed.add(n)
+            elif obj.alive[n] and not obj.leaf_flag[n]:
+                obj.summary[n] = text
+                obj.changed.add(n)
+
     def view_of(self, amu_id: str) -> str | None:
         for view in ("event", "affect"):
             if amu_id in getattr(self, view).row_of:

@@ -158,14 +158,14 @@ class TimeForest:
             return " ".join(self.texts[a] for a in node.members)
         return node.summary or ""
 
-    def _subtree_reps(self, node_id: str) -> list[str]:
+    def subtree_reps(self, node_id: str) -> list[str]:
         """AMU ids nearest the node centroid among its sessions' members (bounded work:
         at most `summary_reps` candidates per child)."""
         node = self.nodes[node_id]
         if node.level == "session":
             cands = node.members
         else:
-            cands = [a for c in node.children for a in self._subtree_reps(c)]
+            cands = [a for c in node.children for a in self.subtree_reps(c)]
         if not cands:
             return []
         sims = np.stack([self.vectors[a] for a in cands]) @ node.centroid()
@@ -174,6 +174,7 @@ class TimeForest:
     def maintain(self, summariser=None) -> dict[str, int]:
         """Refresh month/week/day summaries that are new or whose pending reached delta."""
         before = dict(self.stats)
+        self.summarised: list[str] = []  # month/week/day nodes refreshed by this pass, deepest first
         todo = sorted(self.dirty & set(self.nodes), key=lambda i: -len(self.path(i)))
         self.dirty = set()
         for node_id in todo:
@@ -186,7 +187,8 @@ class TimeForest:
             first = node.summary is None
             if not first and node.pending < self.summary_delta:
                 continue
-            reps = [self.texts[a] for a in self._subtree_reps(node_id)]
+            reps = [self.texts[a] for a in self.subtree_reps(node_id)]
+            self.summarised.append(node_id)
             node.summary = " ".join(reps) if summariser is None else summariser(
                 [self.node_text(c) for c in node.children], reps)
             node.pending = 0

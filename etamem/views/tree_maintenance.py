@@ -32,6 +32,7 @@ class TreeMaintenance:
     def maintain(self, summariser: Summariser | None = None) -> dict[str, int]:
         """Session-end maintenance over the nodes touched since the last pass; returns counts."""
         self.steps += 1
+        self.summarised = []  # inner nodes whose summary this pass refreshed, deepest first
         before = dict(self.stats)
         touched = {n for n in self.dirty if self.alive[n]}
         parents = {n for n in touched if not self.is_leaf[n]} | {self.parent[n] for n in touched if self.is_leaf[n]}
@@ -292,6 +293,7 @@ class TreeMaintenance:
             if self.leaf_flag[n]:
                 continue
             reps = [self.texts[r] for r in self.reps[n]]
+            self.summarised.append(n)
             if summariser is None:
                 self.summary[n] = " ".join(reps)
             else:
