@@ -1,6 +1,7 @@
 """Query latency of ETAMem retrieval against flat FAISS + BM25 over the same AMUs.
 
     python -m benchmarks.latency [--sizes 10000 100000 1000000] [--queries 200] [--out FILE.json]
+        [--memory-sizes 10000 100000] [--data PATH] [--work DIR] [--keep]
 
 Per size, in a fresh subprocess: seeded synthetic AMUs in one space (clustered unit vectors
 as in `benchmarks.construction`; each cluster has its own small vocabulary, an AMU's text is
@@ -13,6 +14,19 @@ Reported: wall-clock and CPU-time (process time) p50/p95 of ETAMem search (routi
 K 20, B 10, beta 0.1) and of the flat baseline (FAISS `IndexFlatIP` top-200 + bm25s BM25 over
 all AMUs, score (1 - beta) * cos + beta * BM25n), measured in the same process on the same
 queries; query encoding with the real MiniLM encoder is measured separately.
+
+`Memory.search` as users call it (default `Config()`, raw-turn fallback on, top_k 20), per size of
+`--memory-sizes` (default 10k and 100k, the upper two of `benchmarks.agent_loop`'s 1k/10k/100k:
+the target is at 100k; none given skips this part, as `--sizes` with none skips the bare index),
+in a fresh subprocess: a LoCoMo-derived space built through `Memory.add` by `benchmarks.agent_loop`'s
+generator (conversations repeated, re-dated, renamed; one `add` per session; the bundled demo
+conversation when the LoCoMo file is absent). With `--work DIR --keep` the stores stay there and
+a later run reuses a store built for the same size and data. After one untimed search (its time:
+`first_search_ms`) and 3 warm-up queries, `--queries` distinct LoCoMo questions (names of a copy
+in the space) are timed: `Memory.search` total (a new question: its vector is not cached), the
+query encoding alone (the model under the cache wrapper, uncached: `mem.text_encoder` would serve
+the just-searched query from its cache) and the difference. Target: `Memory.search` p50 at 100k
+<= 25 ms + query-encoding p50.
 """
 from __future__ import annotations
 
@@ -20,9 +34,12 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -120,18 +137,161 @@ def encoding_latency(queries: int) -> dict:
     return percentiles(ms)
 
 
+MEMORY_TARGET_MS, MEMORY_TARGET_AT = 25.0, 100_000  # Memory.search p50 <= 25 ms + query-encoding p50 at 100k
+MEMORY_BUILD_MARKER = "latency_build.json"  # in a kept store: what it was built from
+
+
+def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int = 200, seed: int = 0, cfg=None,
+                   models=None, log=None) -> dict:
+    """`Memory.search` latency on a LoCoMo-derived space of about n AMUs (built, or reused when
+    `store_dir` holds one built for the same n and data)."""
+    from benchmarks.agent_loop import (GENERATOR_VERSION, SPACE, TOP_K, build_space, new_memory, peak_mb,
+                                       sample_questions, session_stream, torch_threads, uncached)
+    from etamem import Config
+
+    cfg = cfg if cfg is not None else Config()
+    path = Path(store_dir)
+    marker = path / MEMORY_BUILD_MARKER
+    key = {"n": n, "data": data_info, "generator": GENERATOR_VERSION}
+    built = json.loads(marker.read_text()) if marker.is_file() else None
+    reused = built is not None and built.get("key") == key
+    if not reused and path.exists():
+        shutil.rmtree(path)
+    mem, model_load_s = new_memory(path, cfg, models)
+    stream = session_stream(sources)
+    if reused:
+        build = built["build"]
+        used = []
+        for _ in range(build["sessions"]):  # replay the generator to know the copies in the space
+            copy, _, _ = next(stream)
+            if not used or used[-1] is not copy:
+                used.append(copy)
+    else:
+        build, used = build_space(mem, SPACE, stream, n, log)
+        marker.write_text(json.dumps({"key": key, "build": build}))
+    rng = np.random.default_rng(seed)
+    qs = sample_questions(used, queries + 4, rng)
+    t = time.perf_counter()
+    mem.search(qs[0], SPACE, top_k=TOP_K)
+    first_ms = 1000 * (time.perf_counter() - t)
+    for q in qs[1:4]:  # warm-up
+        mem.search(q, SPACE, top_k=TOP_K)
+    model = uncached(mem.text_encoder)
+    total, total_cpu, enc, rest, hits = [], [], [], [], []
+    for q in qs[4:]:
+        t, c = time.perf_counter(), time.process_time()
+        found = mem.search(q, SPACE, top_k=TOP_K)
+        total.append(1000 * (time.perf_counter() - t))
+        total_cpu.append(1000 * (time.process_time() - c))
+        hits.append(len(found))
+        t = time.perf_counter()
+        model.encode([q])
+        enc.append(1000 * (time.perf_counter() - t))
+        rest.append(total[-1] - enc[-1])
+    amus = len(mem.list(SPACE))
+    mem.close()
+    return {"n": n, "amus": amus, "store_reused": reused, "build": build, "model_load_s": model_load_s,
+            "first_search_ms": first_ms, "queries": len(total), "distinct_queries": len(set(qs[4:])),
+            "mean_hits": float(np.mean(hits)) if hits else None,
+            "search": percentiles(total), "search_cpu": percentiles(total_cpu), "query_encoding": percentiles(enc),
+            "search_minus_encoding": percentiles(rest), "peak_rss_mb": peak_mb(), "load_avg_1m": os.getloadavg()[0],
+            "torch_threads": torch_threads()}
+
+
+def memory_targets(rows: list[dict]) -> dict:
+    at = [r for r in rows if r["n"] == MEMORY_TARGET_AT]
+    out = {"target": f"Memory.search p50 at {MEMORY_TARGET_AT:,} <= {MEMORY_TARGET_MS:g} ms + query-encoding p50",
+           "measured_ms": None, "limit_ms": None, "met": None}
+    if at:
+        r = at[0]
+        out["measured_ms"] = r["search"]["p50_ms"]
+        out["limit_ms"] = MEMORY_TARGET_MS + r["query_encoding"]["p50_ms"]
+        out["met"] = out["measured_ms"] <= out["limit_ms"]
+    return out
+
+
+def memory_report(mem_doc: dict) -> None:
+    rows = mem_doc["rows"]
+    d = mem_doc["data"]
+    print(f"\nMemory.search as users call it (default Config, fallback on, top_k 20; data: {d['kind']} ({d['path']})"
+          f"{'; ' + d['note'] if d.get('note') else ''}):\n")
+    print("| N | AMUs | search p50 ms | search p95 ms | query enc. p50 ms | query enc. p95 ms | search - enc. p50 ms | "
+          "search - enc. p95 ms | search CPU p50 ms | first search ms | build AMUs/s | store | peak RSS MB | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        s, e, m = r["search"], r["query_encoding"], r["search_minus_encoding"]
+        print(f"| {r['n']:,} | {r['amus']:,} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | {e['p50_ms']:.2f} | "
+              f"{e['p95_ms']:.2f} | {m['p50_ms']:.2f} | {m['p95_ms']:.2f} | {r['search_cpu']['p50_ms']:.2f} | "
+              f"{r['first_search_ms']:.0f} | {r['build']['amus_per_s']:,.0f} | "
+              f"{'reused' if r['store_reused'] else 'built'} | {r['peak_rss_mb']:,.0f} | {r['load_avg_1m']:.1f} |")
+    t = mem_doc["targets"]
+    got = "n/a" if t["measured_ms"] is None else f"{t['measured_ms']:.2f} ms vs {t['limit_ms']:.2f} ms"
+    met = "not measured" if t["met"] is None else ("met" if t["met"] else "NOT met")
+    print(f"\ntarget: {t['target']} -> {got}: {met}")
+
+
+def run_memory_part(args) -> dict:
+    from benchmarks.agent_loop import REPO, load_sources
+
+    _, info = load_sources(args.data)  # fails early on a missing explicit file
+    data = args.data if args.data in (None, "demo") else str(Path(args.data).resolve())
+    own_work = args.work is None
+    work = Path(tempfile.mkdtemp(prefix="etamem-latency-")) if own_work else Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    rows = []
+    try:
+        for n in sorted(args.memory_sizes):
+            print(f"Memory.search, size {n:,}: fresh subprocess (store under {work})", file=sys.stderr, flush=True)
+            cmd = [sys.executable, "-m", "benchmarks.latency", "--memory-child", str(n), "--work", str(work),
+                   "--queries", str(args.queries), "--seed", str(args.seed), *(["--data", data] if data else [])]
+            out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        if not args.keep:
+            if own_work:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                for n in args.memory_sizes:
+                    shutil.rmtree(work / f"latency-memory-{n}", ignore_errors=True)
+    return {"rows": rows, "data": info, "targets": memory_targets(rows)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000],
+                    help="bare-index sizes (none: skip that part)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--session-maintain", type=int, default=500, help="AMUs between maintain() calls while building")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--memory-sizes", type=int, nargs="*", default=[10_000, 100_000],
+                    help="sizes for Memory.search on a LoCoMo-derived space (none: skip that part)")
+    ap.add_argument("--data", default=None, help="LoCoMo file for the Memory.search part (default: "
+                    "../shared/data/locomo/locomo10-dev.json, or the bundled demo when absent); 'demo': the demo")
+    ap.add_argument("--work", default=None, help="directory for the Memory stores (default: a temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the Memory stores (latency-memory-N under --work) "
+                    "for later runs to reuse")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
         print(json.dumps(run_child(args.child, args)), flush=True)
         return
+    if args.memory_child is not None:
+        from benchmarks.agent_loop import load_sources, log_stderr
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        sources, info = load_sources(args.data)
+        n = args.memory_child
+        row = memory_latency(n, sources=sources, data_info=info, store_dir=Path(args.work) / f"latency-memory-{n}",
+                             queries=args.queries, seed=args.seed, log=log_stderr)
+        print(json.dumps(row), flush=True)
+        return
+    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+               "cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+               "load_avg_1m_start": os.getloadavg()[0]}
+    memory = run_memory_part(args) if args.memory_sizes else None
     rows = []
     for n in sorted(args.sizes):
         print(f"size {n:,}: building in a fresh subprocess", file=sys.stderr, flush=True)
@@ -143,6 +303,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"numpy {np.__version__}; {args.queries} queries per size; K 20, B 10, beta 0.1\n")
     print(f"query encoding (MiniLM, one query per call): p50 {enc['p50_ms']:.1f} ms, p95 {enc['p95_ms']:.1f} ms\n")
+    if rows:
+        bare_report(rows, args)
+    if memory is not None:
+        memory_report(memory)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"rows": rows, "encoding": enc, "args": vars(args), "machine": machine,
+                       **({"memory": memory} if memory is not None else {})}, fh, indent=1)
+
+
+def bare_report(rows: list[dict], args) -> None:
     print("| AMUs | ETAMem p50 ms | ETAMem p95 ms | flat FAISS+BM25 p50 ms | flat p95 ms | ETAMem/flat p50 | "
           "p50 growth vs smallest | leaves event/affect | sessions | depth event/affect | build s | index s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -172,9 +343,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"for n x{b['amus'] / a['amus']:.0f}")
     loads = ", ".join(f"{r['amus']:,}: {r['load_avg_1m']:.1f}" for r in rows)
     print(f"1-minute load average at the end of each size (2 cores; above ~1 means other work shared them): {loads}")
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"rows": rows, "encoding": enc, "args": vars(args)}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,181 @@ def test_breakdown_timers_see_the_tree_steps_and_change_nothing():
             tree.maintain()
     assert trees[0].snapshot() == trees[1].snapshot() and set(spent) == set(BREAKDOWN)
     assert all(spent[k] > 0 for k in ("descend_many", "_update_paths", "_maybe_split", "_refresh_summaries"))
+
+
+# --- agent loop, ingestion and Memory.search latency (benchmarks/agent_loop.py, ingest.py, latency.py) ---------
+# Tiny sizes on the bundled demo conversation with the hashing encoder and VADER: the scripts' wiring, JSON
+# fields and verdicts, not their timings.
+
+def _fast_models(cfg):
+    from conftest import HashingEncoder
+
+    return HashingEncoder(), None  # the Memory builds VADER on it (Config(affect_backend="vader"))
+
+
+def _vader():
+    from etamem import Config
+
+    return Config(affect_backend="vader")
+
+
+def test_agent_loop_generator_copies_are_renamed_redated_and_consecutive():
+    from datetime import datetime, timedelta
+    from itertools import islice
+
+    from benchmarks.agent_loop import NAMES, copies, load_sources, session_stream
+    from etamem.extraction import RuleExtractor
+    from etamem.inputs import normalise_turns
+
+    sources, info = load_sources("demo")
+    assert info["kind"] == "demo" and len(sources) == 1 and sources[0].speakers == ("Maya", "Jonas")
+    assert len(set(NAMES)) == len(NAMES) == 199
+    cs = list(islice(copies(sources), 4))
+    previous_end, seen_ids, seen_texts = None, set(), set()
+    for c in cs:
+        assert set(c.names) == {"Maya", "Jonas"} and len(set(c.names.values())) == 2
+        assert c.shift % timedelta(weeks=1) == timedelta(0)  # whole weeks
+        turns = [t for _, session in c.sessions() for t in session]
+        stamps = [datetime.fromisoformat(t["timestamp"]) for t in turns]
+        if previous_end is not None:
+            assert min(stamps) > previous_end  # each copy starts after the previous one ends
+        previous_end = max(stamps)
+        assert {t["speaker"] for t in turns} == set(c.names.values())
+        assert not any(name in t["text"] for t in turns for name in ("Maya", "Jonas"))
+        assert not any(name in q for q in c.questions() for name in ("Maya", "Jonas"))
+        ids = {t["turn_id"] for t in turns}
+        assert not ids & seen_ids and len(ids) == len(turns)
+        seen_ids |= ids
+        clean = normalise_turns(turns, "s", default_tz="UTC")
+        texts = {u for i, t in enumerate(clean) for u in RuleExtractor().extract(t, clean[max(0, i - 4):i])}
+        assert texts and not texts & seen_texts  # every AMU text differs from the earlier copies'
+        assert not {f"{t['speaker']}: {t['text']}" for t in turns} & seen_texts
+        seen_texts |= texts | {f"{t['speaker']}: {t['text']}" for t in turns}
+    assert not set(cs[0].names.values()) & set(cs[1].names.values())  # consecutive copies share no name
+    def amus(copy):
+        clean = normalise_turns([t for _, s in copy.sessions() for t in s], "s", default_tz="UTC")
+        return {u for i, t in enumerate(clean) for u in RuleExtractor().extract(t, clean[max(0, i - 4):i])}
+
+    plain = list(islice(copies(sources, vocatives=False), 2))
+    assert "Long time no see." in amus(plain[0]) & amus(plain[1])  # names alone leave such AMUs as they were
+    assert f"Long time no see, {cs[1].names['Jonas']}." in amus(cs[1])  # the vocative that makes them differ
+    first = [sid for _, sid, _ in islice(session_stream(sources), 5)]
+    assert first == ["c0:s1", "c0:s2", "c0:s3", "c1:s1", "c1:s2"]
+
+
+def test_agent_loop_measure_size_on_the_demo(tmp_path):
+    from benchmarks.agent_loop import load_sources, measure_size, table, targets
+
+    sources, _ = load_sources("demo")
+    row = measure_size(70, sources=sources, work_dir=tmp_path, loops=4, cfg=_vader(), models=_fast_models)
+    assert row["n"] == 70 and row["amus"] >= 70 and row["build"]["amus_added"] == row["amus"]
+    assert row["copies"] >= 2 and row["build"]["amus_per_s"] > 0 and row["build"]["turns_per_s"] > 0
+    lp = row["loop"]
+    assert lp["loops"] == 4 and lp["amus_after"] >= row["amus"]
+    for key in ("add", "add_cpu", "search_after_add", "search_after_add_cpu", "warm_search", "warm_search_cpu",
+                "query_encoding"):
+        assert lp[key]["n"] == 4 and 0 <= lp[key]["p50_ms"] <= lp[key]["p95_ms"]
+    assert lp["ratio_after_add_to_warm_p50"] == lp["search_after_add"]["p50_ms"] / lp["warm_search"]["p50_ms"]
+    assert [len(v) for v in lp["samples_ms"].values()] == [4, 4, 4]
+    assert row["open"]["open_to_first_search_s"] > 0 and row["open"]["model_load_s"] >= 0
+    assert row["open"]["first_search_hits"] > 0 and row["peak_rss_mb"] > 0
+    assert row["build"]["stage_seconds"] is None or isinstance(row["build"]["stage_seconds"], dict)
+    assert (tmp_path / "agent-70").is_dir()
+    assert "| 70 |" in table([row]) and targets([row])["search_after_add"]["points"][0]["n"] == 70
+
+
+def test_agent_loop_verdicts_on_hand_made_numbers():
+    from benchmarks.agent_loop import targets
+
+    def row(n, add, after, warm, open_s):
+        p = lambda v: {"p50_ms": v, "p95_ms": v, "mean_ms": v, "n": 1}  # noqa: E731
+        return {"n": n, "loop": {"add": p(add), "search_after_add": p(after), "warm_search": p(warm),
+                                 "ratio_after_add_to_warm_p50": after / warm},
+                "open": {"open_to_first_search_s": open_s, "model_load_s": 2.0}}
+
+    good = [row(1_000, 40.0, 15.0, 10.0, 0.5), row(10_000, 50.0, 14.0, 11.0, 1.0), row(100_000, 60.0, 18.0, 12.0, 5.0)]
+    t = targets(good[::-1])  # any order
+    assert t["search_after_add"]["met"]
+    assert [p["n"] for p in t["search_after_add"]["points"]] == [1_000, 10_000, 100_000]
+    assert t["add_growth"]["ratio"] == 1.5 and t["add_growth"]["met"]
+    assert t["open_to_first_search"]["measured_s"] == 5.0 and t["open_to_first_search"]["met"]
+    assert t["open_to_first_search"]["model_load_s"] == 2.0
+    bad = [row(1_000, 40.0, 15.0, 10.0, 0.5), row(100_000, 61.0, 18.1, 12.0, 5.1)]
+    t = targets(bad)
+    assert not t["search_after_add"]["met"] and [p["met"] for p in t["search_after_add"]["points"]] == [True, False]
+    assert not t["add_growth"]["met"] and not t["open_to_first_search"]["met"]
+    t = targets([row(1_000, 40.0, 15.0, 10.0, 0.5)])  # one size, no 100k: not measured
+    assert t["add_growth"]["met"] is None and t["open_to_first_search"]["met"] is None and t["search_after_add"]["met"]
+
+
+def test_ingest_parts_on_the_demo_and_the_encoder_alone_baseline(tmp_path):
+    from benchmarks.ingest import measure_part, stage_table, table
+
+    rows = [measure_part("locomo", store_dir=tmp_path / "a", data="demo", cfg=_vader(), models=_fast_models),
+            measure_part("synthetic", store_dir=tmp_path / "b", data="demo", synthetic_amus=60, cfg=_vader(),
+                         models=_fast_models)]
+    for r in rows:
+        assert r["data"]["kind"] == "demo" and r["spaces"] == 1 and r["amus"] > 0 and r["turns"] > 0
+        assert r["amus_per_s"] > 0 and r["turns_per_s"] > 0 and r["ingest_s"] > 0 and r["first_searches"] == 1
+        tx = r["texts"]
+        assert tx["amu"] == r["amus"] and tx["turn"] == r["turns"]
+        assert max(tx["amu_distinct"], tx["turn_distinct"]) <= tx["distinct"]
+        assert tx["distinct"] <= tx["amu_distinct"] + tx["turn_distinct"]
+        assert r["encoder_alone"]["texts"] == tx["distinct"] and r["encoder_alone"]["batch"] == 64
+        assert r["encoder"] == "hashing-test-encoder"
+        v = r["verdict"]
+        assert v["ratio"] == r["ingest_s"] / r["encoder_alone"]["encode_s"] and v["met"] == (v["ratio"] <= 1.5)
+        assert r["stage_seconds"] is None or isinstance(r["stage_seconds"], dict)
+    assert rows[0]["turns"] == 35 and rows[1]["amus"] >= 60 and rows[1]["copies"] >= 2
+    assert "| synthetic |" in table(rows)
+    st = stage_table(rows)
+    assert st is None or "| locomo |" in st
+
+
+def test_ingest_baseline_batches_and_verdict_on_hand_made_numbers():
+    import numpy as np
+
+    from benchmarks.agent_loop import uncached
+    from benchmarks.ingest import encoder_alone, verdict
+    from etamem.encoders import CachedEncoder
+
+    class Counting:
+        name, dim = "counting", 4
+
+        def __init__(self):
+            self.batches = []
+
+        def encode(self, texts):
+            self.batches.append(len(texts))
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    inner = Counting()
+    assert uncached(CachedEncoder(inner)) is inner and uncached(inner) is inner
+    out = encoder_alone(inner, [f"t{i}" for i in range(130)])
+    assert inner.batches == [64, 64, 2] and out["texts"] == 130 and out["encode_s"] >= 0
+
+    def row(ingest, base, first=0.0):
+        return {"ingest_s": ingest, "first_search_s": first, "encoder_alone": {"encode_s": base}}
+
+    assert verdict(row(3.0, 2.0))["met"] and verdict(row(3.0, 2.0))["ratio"] == 1.5
+    v = verdict(row(3.1, 2.0, first=1.0))
+    assert not v["met"] and v["ratio_with_first_search"] == 4.1 / 2.0
+    assert verdict(row(1.0, 0.0))["met"] is None
+
+
+def test_latency_memory_search_on_the_demo_reuses_a_kept_store(tmp_path):
+    from benchmarks.agent_loop import load_sources
+    from benchmarks.latency import memory_latency, memory_targets
+
+    sources, info = load_sources("demo")
+    kw = dict(sources=sources, data_info=info, store_dir=tmp_path / "m", queries=5, cfg=_vader(), models=_fast_models)
+    first, again = memory_latency(50, **kw), memory_latency(50, **kw)
+    assert not first["store_reused"] and again["store_reused"] and first["amus"] == again["amus"] >= 50
+    for r in (first, again):
+        assert r["queries"] == 5 and r["distinct_queries"] == 5
+        assert r["search"]["p50_ms"] > 0 and r["query_encoding"]["p50_ms"] >= 0
+    assert memory_targets([first])["met"] is None
+    r = dict(first, n=100_000, search={"p50_ms": 30.0}, query_encoding={"p50_ms": 5.0})
+    assert memory_targets([r])["met"] and memory_targets([r])["limit_ms"] == 30.0
+    r["search"] = {"p50_ms": 30.5}
+    assert not memory_targets([r])["met"]

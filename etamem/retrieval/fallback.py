@@ -9,11 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from ..extraction import turn_text as content_text
-from ..kernels import max_normalise
 from ..timeparse import format_date
 from ..types import AMU, Hit, Turn
-from .flat import import_faiss
-from .lexical import LexicalIndex
+from .flat import FlatHybridIndex
 
 
 def turn_text(turn: Turn) -> str:
@@ -24,21 +22,15 @@ def turn_text(turn: Turn) -> str:
 
 
 class TurnIndex:
-    """Exact hybrid search over the raw turns of one space, updated in place.
-
-    Dense: FAISS `IndexIDMap2(IndexFlatIP)` over the turns' (n, d) float32 unit vectors (encoded
-    once, at add; ids are slots, so `add` appends and `remove` is `remove_ids`); lexical: an
-    incremental `LexicalIndex` over `turn_text` + date with the same slots. Score = (1 - beta)
-    * cos + beta * BM25n (BM25 divided by the query's best over all turns), over the union of
-    the dense top `pool` and the BM25 top `pool`, each candidate scored exactly: the same
-    ranking as `FlatHybridIndex` over the same turns.
+    """Exact hybrid search over the raw turns of one space, updated in place: a
+    `FlatHybridIndex` over the turns' `turn_text` vectors (encoded once, at add) and
+    `turn_text` + date, plus the slot -> turn map. Score = (1 - beta) * cos + beta * BM25n over
+    the union of the dense top `pool` and the BM25 top `pool`, ties by arrival order.
     """
 
     def __init__(self, dim: int, turns: list[Turn] = (), vectors: np.ndarray | None = None):
-        faiss = import_faiss()
         self.dim = int(dim)
-        self.dense = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-        self.lex = LexicalIndex([])
+        self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim)
         self.turns: list[Turn | None] = []  # slot -> turn (None once removed)
         self.slot_of: dict[str, int] = {}
         if len(turns):
@@ -51,29 +43,21 @@ class TurnIndex:
         """Append turns with their `turn_text` vectors ((n, d) float32 unit rows)."""
         if not turns:
             return
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(turns), self.dim):
-            raise ValueError(f"vectors: expected shape {(len(turns), self.dim)}, got {vectors.shape}")
-        slots = self.lex.add([f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns])
-        self.dense.add_with_ids(vectors, slots)
+        slots = self.index.add(vectors, [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns])
         for t, s in zip(turns, slots.tolist()):
             self.turns.append(t)
             self.slot_of[t.turn_id] = s
 
     def remove(self, turn_ids: list[str]) -> None:
         slots = [self.slot_of.pop(t) for t in turn_ids if t in self.slot_of]
-        if slots:
-            for s in slots:
-                self.turns[s] = None
-            self.lex.remove(np.asarray(slots, np.int64))
-            self.dense.remove_ids(np.asarray(slots, np.int64))
+        for s in slots:
+            self.turns[s] = None
+        self.index.remove(slots)
 
     def save(self, directory) -> None:
-        """BM25 (.npy + JSON), the FAISS index (`faiss.write_index`) and the slot -> turn id list."""
+        """The hybrid index and the slot -> turn id list (JSON)."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        self.lex.save(d / "lex")
-        import_faiss().write_index(self.dense, str(d / "dense.faiss"))
+        self.index.save(d)
         (d / "slots.json").write_text(json.dumps({"dim": self.dim, "turn_ids": [
             None if t is None else t.turn_id for t in self.turns]}))
 
@@ -88,36 +72,16 @@ class TurnIndex:
         if len(live) != len(by_id) or any(t not in by_id for t in live):
             raise ValueError("saved turn slots do not match the stored turns")
         self = cls(meta["dim"])
-        self.lex = LexicalIndex.load(d / "lex")
-        self.dense = import_faiss().read_index(str(d / "dense.faiss"))
-        if self.lex.n != len(ids) or self.dense.ntotal != len(live):
+        self.index = FlatHybridIndex.load(d, self.dim)
+        if self.index.lexical.n != len(ids):
             raise ValueError("saved turn index sizes do not match its slots")
         self.turns = [None if t is None else by_id[t] for t in ids]
         self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
         return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:
-        """Top-k (turn, score), best first; ties by arrival order. qvec: (d,) float32 unit."""
-        n = len(self.slot_of)
-        if not n or k <= 0:
-            return []
-        q = np.asarray(qvec, np.float32).reshape(1, -1)
-        pool = min(max(pool, k), n)
-        _, dense = self.dense.search(q, pool)
-        candidates = set(int(i) for i in dense[0] if i >= 0)
-        bm25_norm = max_normalise(self.lex.scores_all(query))
-        if beta > 0:
-            live = bm25_norm > 0
-            if int(live.sum()) > pool:
-                lexical = np.argpartition(-bm25_norm, pool - 1)[:pool]
-            else:
-                lexical = np.flatnonzero(live)
-            candidates.update(int(i) for i in lexical if bm25_norm[i] > 0)
-        cand = np.fromiter(sorted(candidates), dtype=np.int64)
-        cos = self.dense.reconstruct_batch(cand) @ q[0]
-        score = (1.0 - beta) * cos + beta * bm25_norm[cand]
-        order = np.lexsort((cand, -score))[:k]
-        return [(self.turns[int(cand[o])], float(score[o])) for o in order]
+        """Top-k (turn, score), best first. qvec: (d,) float32 unit."""
+        return [(self.turns[r.index], r.score) for r in self.index.search(qvec, query, k, beta=beta, pool=pool)]
 
 
 def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, cfg) -> tuple[float, list | None]:

@@ -8,6 +8,7 @@ the flat baselines the hierarchical retrieval is benchmarked against.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -28,49 +29,93 @@ def import_faiss():
 
 @dataclass(frozen=True)
 class FlatResult:
-    index: int  # row in the index
+    index: int  # slot (the row, while nothing was removed)
     score: float
     cosine: float
     bm25: float  # normalised, 0..1
 
 
 class FlatHybridIndex:
-    """Exact dense (FAISS `IndexFlatIP`) + BM25 (bm25s) over a fixed set of rows.
+    """Exact dense + BM25 over rows in slots, updated in place (vectors: (n, d) float32 unit rows).
 
-    vectors: (n, d) float32 unit rows; bm25_texts: n strings.
+    Dense: FAISS `IndexIDMap2(IndexFlatIP)` with the slots as ids (`add` appends, `remove` is
+    `remove_ids`); lexical: an incremental `LexicalIndex` with the same slots.
     """
 
-    def __init__(self, vectors: np.ndarray, bm25_texts: list[str]):
+    def __init__(self, vectors: np.ndarray, bm25_texts: list[str], *, dim: int | None = None):
         faiss = import_faiss()
-        self.n = len(bm25_texts)
-        if vectors.shape[0] != self.n:
-            raise ValueError("vectors and bm25_texts must have the same length")
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        self._dense = None
-        if self.n:
-            self._dense = faiss.IndexFlatIP(self.vectors.shape[1])
-            self._dense.add(self.vectors)
-        self._bm25 = LexicalIndex(bm25_texts)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        self.dim = int(dim if dim is not None else vectors.shape[1])
+        self._dense = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+        self._bm25 = LexicalIndex([])
+        if len(bm25_texts) or vectors.shape[0]:
+            self.add(vectors, bm25_texts)
+
+    @property
+    def n(self) -> int:
+        """Live rows."""
+        return int(self._dense.ntotal)
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        return self._bm25
+
+    def add(self, vectors: np.ndarray, bm25_texts: list[str]) -> np.ndarray:
+        """Append rows; returns their slots ((n,) int64)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(bm25_texts), self.dim):
+            raise ValueError(f"vectors: expected shape {(len(bm25_texts), self.dim)}, got {vectors.shape}")
+        slots = self._bm25.add(list(bm25_texts))
+        if len(slots):
+            self._dense.add_with_ids(vectors, slots)
+        return slots
+
+    def remove(self, slots) -> None:
+        slots = np.asarray(slots, np.int64)
+        if slots.size:
+            self._bm25.remove(slots)
+            self._dense.remove_ids(slots)
 
     def bm25_scores(self, query_text: str) -> np.ndarray:
-        """Raw BM25 score of every row for the query: (n,) float32."""
+        """Raw BM25 score of every slot for the query (removed slots 0): (slots,) float32."""
         return self._bm25.scores_all(query_text)
 
     def search(self, query_vec: np.ndarray, query_text: str, k: int, *, beta: float = 0.1,
                pool: int = 200) -> list[FlatResult]:
-        """Top-k rows by (1 - beta) * cos + beta * BM25n. query_vec: (d,) float32 unit."""
-        if not self.n or k <= 0:
+        """Top-k slots by (1 - beta) * cos + beta * BM25n; ties by slot. query_vec: (d,) float32 unit."""
+        n = self.n
+        if not n or k <= 0:
             return []
-        pool = min(max(pool, k), self.n)
-        _, dense_idx = self._dense.search(np.asarray(query_vec, np.float32).reshape(1, -1), pool)
-        bm25_norm = max_normalise(self.bm25_scores(query_text))
+        q = np.asarray(query_vec, np.float32).reshape(1, -1)
+        pool = min(max(pool, k), n)
+        _, dense_idx = self._dense.search(q, pool)
         candidates = set(int(i) for i in dense_idx[0] if i >= 0)
+        bm25_norm = max_normalise(self.bm25_scores(query_text))
         if beta > 0:
-            lexical = np.argpartition(-bm25_norm, pool - 1)[:pool] if pool < self.n else np.arange(self.n)
-            candidates.update(int(i) for i in lexical if bm25_norm[i] > 0)
+            positive = np.flatnonzero(bm25_norm > 0)
+            if positive.size > pool:
+                positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
+            candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
         cand = np.fromiter(sorted(candidates), dtype=np.int64)
-        cos = self.vectors[cand] @ np.asarray(query_vec, np.float32)
+        cos = self._dense.reconstruct_batch(cand) @ q[0]
         score = (1.0 - beta) * cos + beta * bm25_norm[cand]
         order = np.lexsort((cand, -score))[:k]
         return [FlatResult(int(cand[o]), float(score[o]), float(cos[o]), float(bm25_norm[cand[o]]))
                 for o in order]
+
+    def save(self, directory) -> None:
+        """BM25 arrays and the FAISS index (`faiss.write_index`) into `directory`."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self._bm25.save(d / "lex")
+        import_faiss().write_index(self._dense, str(d / "dense.faiss"))
+
+    @classmethod
+    def load(cls, directory, dim: int) -> "FlatHybridIndex":
+        d = Path(directory)
+        self = cls(np.zeros((0, dim), np.float32), [], dim=dim)
+        self._bm25 = LexicalIndex.load(d / "lex")
+        self._dense = import_faiss().read_index(str(d / "dense.faiss"))
+        if self._dense.d != dim or self._dense.ntotal != self._bm25.n_live:
+            raise ValueError("saved dense and BM25 indexes do not match")
+        return self
