@@ -129,7 +129,9 @@ class CachedEncoder:
         self._lock = threading.Lock()
         self.encoded_texts = 0  # texts that actually reached the model
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], *, persist: bool = True) -> np.ndarray:
+        """(n, dim) float32 unit rows; `persist=False` keeps new vectors out of the persistent
+        cache (queries: a read must not write to the store)."""
         keys = [text_hash(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
@@ -149,7 +151,7 @@ class CachedEncoder:
             self.encoded_texts += len(missing)
             new = dict(zip(missing, vecs))
             found.update(new)
-            if self.persist is not None:
+            if self.persist is not None and persist:
                 self.persist.put_vectors("text", self.name, new)
         with self._lock:
             for k in keys:

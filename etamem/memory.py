@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from . import derived
 from .config import Config
-from .encoders import make_text_encoder
+from .encoders import CachedEncoder, make_text_encoder
 from .inputs import normalise_turns, validate_space
 from .live_space import LiveSpace
 from .store import Store
@@ -316,6 +316,11 @@ class Memory:
             return live.remove_unit(self.store, amu_id)
 
     # --- search and answers ----------------------------------------------------------------
+    def _encode_query(self, query: str):
+        """(d,) float32 query vector; a query's vector is not written to the store's cache."""
+        enc = self.text_encoder
+        return (enc.encode([query], persist=False) if isinstance(enc, CachedEncoder) else enc.encode([query]))[0]
+
     def search(self, query: str, space: str = "default", top_k: int | None = None,
                now: datetime | str | None = None) -> list[Hit]:
         """Best AMUs of the space for the query, best first (see `retrieve`)."""
@@ -347,7 +352,7 @@ class Memory:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone)
         live = self._space(self._known_space(space))
-        q_text = self.text_encoder.encode([query])[0]  # models run outside the space's locks
+        q_text = self._encode_query(query)  # models run outside the space's locks
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
         pending = self.store.count_pending(live.name)
         if pending:
@@ -373,7 +378,7 @@ class Memory:
         live = self._space(self._known_space(space))
         ans = self._compose(question, live.name, result.hits, when)
         if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
-            q_text = self.text_encoder.encode([question])[0]
+            q_text = self._encode_query(question)
             with live.rw.read():
                 hits = with_fallback(result.hits, live.turns, question, q_text, len(result.hits), self.config,
                                      live.name)

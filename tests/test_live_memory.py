@@ -124,6 +124,12 @@ def test_search_reads_and_never_processes_pending_turns(hashing_encoder):
     assert [a.text for a in mem.flush("u")] == ["I bought a red bike."]
     res = mem.retrieve("red bike", space="u")
     assert res.pending_turns == 0 and res.hits[0].amu.text == "I bought a red bike."
+    # a read writes nothing: no generation step, no query vector in the store's cache
+    generation = mem.store.generation("u")
+    cached = mem.store._query("SELECT COUNT(*) FROM vector_cache")[0][0]
+    mem.search("a question never asked before", space="u")
+    assert mem.store.generation("u") == generation
+    assert mem.store._query("SELECT COUNT(*) FROM vector_cache")[0][0] == cached
 
 
 def test_concurrent_adds_and_searches_in_one_space(hashing_encoder):

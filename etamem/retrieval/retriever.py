@@ -1,11 +1,11 @@
 """Retrieval over the three views of one space (DESIGN §8).
 
-A `SpaceIndex` is built from the views and the active AMUs whenever they changed (never per
-query): leaf-centroid matrices for routing (scored through FAISS), BM25 over node texts per
-view and over AMU texts (with their dates). A query is encoded per view (text for Event and
-Time, affective for Affect), its budget is routed across the views (from the similarities of
-its best leaves per view, found through FAISS: exact up to `exact_max` leaves, HNSW above), each view runs a
-hierarchical beam search, and the union is deduplicated (best score, every view recorded),
+A `SpaceIndex` holds what a query needs besides the views: routing indexes over leaf centroids,
+BM25 over node texts per view and over AMU texts (with their dates), the AMU rows. It is built
+once (or loaded from derived files) and then kept in step with the views by every write, in
+place. A query is encoded per view (text for Event and Time, affective for Affect), its budget
+is routed across the views (from the similarities of its best leaves per view: exact up to
+`exact_max` leaves, FAISS HNSW above), each view runs a hierarchical beam search, and the union is deduplicated (best score, every view recorded),
 re-scored on one common scale and, for "when" questions or parsed time windows, boosted by
 time. Beam steps score at most B * b_max candidates with a NumPy dot product.
 """
