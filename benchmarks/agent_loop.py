@@ -564,6 +564,37 @@ def log_stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def reopen_child(store, cfg=None, question: str = "What did they do last weekend?") -> dict:
+    """Open-to-first-search of an existing store in this (fresh) process: models loaded first
+    (reported apart), then `Memory(path)` -> the space opened (views loaded, indexes loaded from
+    derived files or rebuilt) -> the first search."""
+    from etamem import Config
+
+    cfg = cfg if cfg is not None else Config()
+    enc, tagger, load_s = load_models(cfg)
+    t, c = time.perf_counter(), time.process_time()
+    mem = open_memory(store, cfg, enc, tagger)
+    space = mem.spaces()[0]
+    live_t = time.perf_counter()
+    mem.views(space)
+    open_s = time.perf_counter() - live_t
+    hits = mem.search(question, space, top_k=TOP_K)
+    total, cpu = time.perf_counter() - t, time.process_time() - c
+    info = mem.index_info(space)
+    loaded = info["saved"] is not None and info["saved"] == info["generation"]
+    mem.close()  # saves the derived files when they were rebuilt
+    return {"store": str(store), "amus": mem_amus(store), "model_load_s": load_s, "open_to_first_search_s": total,
+            "open_to_first_search_cpu_s": cpu, "space_open_s": open_s, "derived_files_loaded": loaded,
+            "hits": len(hits), "load_avg_1m": os.getloadavg()[0], "peak_rss_mb": peak_mb()}
+
+
+def mem_amus(store) -> int:
+    import sqlite3
+
+    with sqlite3.connect(Path(store) / "memory.sqlite") as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM amus WHERE status='active'").fetchone()[0])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
@@ -576,8 +607,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-loop-s", type=float, default=0.0, help="stop the add+search loop after this long (0: never)")
     ap.add_argument("--out", default=None, help="write all results to this JSON file")
     ap.add_argument("--report", default=None, metavar="FILE.json", help="print the table of a saved run and exit")
+    ap.add_argument("--reopen", default=None, metavar="STORE",
+                    help="only time open-to-first-search of an existing store, --repeat times, each in a fresh process")
+    ap.add_argument("--repeat", type=int, default=3, help="with --reopen: how many fresh processes")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--reopen-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.reopen_child:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        print(json.dumps(reopen_child(args.reopen_child)), flush=True)
+        return
+    if args.reopen:
+        env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+        runs = []
+        for _ in range(args.repeat):
+            out = subprocess.run([sys.executable, "-m", "benchmarks.agent_loop", "--reopen-child", args.reopen],
+                                 stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO).stdout
+            runs.append(json.loads(out.strip().splitlines()[-1]))
+            r = runs[-1]
+            print(f"open-to-first-search {r['open_to_first_search_s']:.2f} s (space open {r['space_open_s']:.2f} s, "
+                  f"derived files {'loaded' if r['derived_files_loaded'] else 'rebuilt'}; model load "
+                  f"{r['model_load_s']:.1f} s apart), {r['amus']:,} AMUs, load {r['load_avg_1m']:.1f}")
+        if args.out:
+            Path(args.out).write_text(json.dumps({"command": "python -m benchmarks.agent_loop " + " ".join(
+                sys.argv[1:] if argv is None else argv), "machine": machine_info(), "runs": runs}, indent=1))
+        return
     if args.report:
         with open(args.report) as f:
             report(json.load(f))

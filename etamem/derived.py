@@ -21,7 +21,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: AMU times and time-word flags saved with the index
 DIRNAME = "derived"
 
 

@@ -54,8 +54,7 @@ class LiveSpace:
         if any(rows or removed for _, rows, removed, _, _ in payload):  # load repaired the views
             store.save_views(space, payload)
         generation = store.generation(space)
-        pending = {t.turn_id for t in store.turns(space, pending_only=True)}
-        turns = [t for t in store.turns(space) if t.turn_id not in pending]
+        turns = store.turns(space, extracted_only=True)
         found = None if root is None else derived.find(root, space, generation)
         if found is not None:
             try:

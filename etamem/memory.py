@@ -280,6 +280,15 @@ class Memory:
             return {"space": live.name, "turns": construction["turns"], "amus": self.store.count_amus(live.name),
                     "views": views.shape(), "construction": construction}
 
+    def index_info(self, space: str = "default") -> dict:
+        """The space's live indexes: `generation` (the store write they reflect), `saved` (the
+        generation the derived files on disk hold, None if not written or stale) and their sizes."""
+        live = self._space(self._known_space(space))
+        with live.rw.read():
+            return {"generation": live.generation, "saved": live.saved_generation,
+                    "amus": len(live.index.amu_of), "turns": len(live.turns),
+                    "routing_modes": {v: ix.mode for v, ix in live.index.routing.items()}}
+
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id (any status); KeyError if absent."""
         found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])

@@ -195,10 +195,11 @@ class Store:
             for space in {t.space for t in turns}:
                 self._bump(cur, space)
 
-    def turns(self, space: str, *, pending_only: bool = False, turn_ids: list[str] | None = None) -> list[Turn]:
+    def turns(self, space: str, *, pending_only: bool = False, extracted_only: bool = False,
+              turn_ids: list[str] | None = None) -> list[Turn]:
         sql, params = "SELECT * FROM turns WHERE space=?", [space]
-        if pending_only:
-            sql += " AND extracted=0"
+        if pending_only or extracted_only:
+            sql += " AND extracted=0" if pending_only else " AND extracted=1"
         if turn_ids is not None:
             if not turn_ids:
                 return []

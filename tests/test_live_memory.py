@@ -264,23 +264,24 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     before = hits(mem, "u", queries)
     mem.close()
     reopened = memory(tmp_path / "s", hashing_encoder)
-    live = reopened._space("u")
+    info = reopened.index_info("u")
     generation = reopened.store.generation("u")
     assert derived.find(tmp_path / "s", "u", generation) is not None
-    assert live.saved_generation == live.generation == generation  # loaded, not rebuilt
+    assert info["saved"] == info["generation"] == generation  # loaded, not rebuilt
+    assert info["amus"] == len(reopened.list("u")) and info["routing_modes"]["event"] == "exact"
     assert hits(reopened, "u", queries) == before
     reopened.add(session(rng, 8, 3), space="u")  # and it keeps taking writes
     after = hits(reopened, "u", queries)
     # no close: the files on disk are one generation behind the store
     stale = memory(tmp_path / "s", hashing_encoder)
-    assert stale._space("u").saved_generation is None and hits(stale, "u", queries) == after
+    assert stale.index_info("u")["saved"] is None and hits(stale, "u", queries) == after
     stale.close()
     (target,) = derived.space_dir(tmp_path / "s", "u").glob("g*")  # written by stale.close()
     for f in target.rglob("*.npy"):
         f.write_bytes(b"not an array")
     caplog.clear()
     damaged = memory(tmp_path / "s", hashing_encoder)
-    assert damaged._space("u").saved_generation is None and "rebuilding the indexes" in caplog.text
+    assert damaged.index_info("u")["saved"] is None and "rebuilding the indexes" in caplog.text
     assert hits(damaged, "u", queries) == after
     damaged.delete("u")
     assert not derived.space_dir(tmp_path / "s", "u").exists()

@@ -176,6 +176,9 @@ class SpaceIndex:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         self.amu_lex.save(d / "amus")
+        n = self.rows.n
+        np.save(d / "amu_time.npy", np.ascontiguousarray(self.rows["time"][:n]), allow_pickle=False)
+        np.save(d / "amu_time_words.npy", np.ascontiguousarray(self.rows["time_words"][:n]), allow_pickle=False)
         slots = {"ids": self.ids, "exact_max": self.exact_max}
         for v in VIEWS:
             self.node_texts[v].lex.save(d / f"nodes_{v}")
@@ -203,11 +206,12 @@ class SpaceIndex:
         where = np.fromiter((s for s, _ in live), np.int64, len(live))
         n = len(ids)
         text, affect = np.zeros((n, views.event.dim), np.float32), np.zeros((n, views.affect.dim), np.float32)
-        times, words, alive = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        times, words = np.load(d / "amu_time.npy"), np.load(d / "amu_time_words.npy")
+        if times.shape != (n,) or words.shape != (n,):
+            raise ValueError("saved AMU times do not match the slots")
+        alive = np.zeros(n, bool)
         if len(live):
             text[where], affect[where], alive[where] = text_vecs[order], affect_vecs[order], True
-            times[where] = [amus[i].timestamp.timestamp() for i in order.tolist()]
-            words[where] = [bool(TIME_WORDS.search(amus[i].text)) for i in order.tolist()]
         self.rows.append(text=text, affect=affect, time=times, time_words=words, alive=alive)
         self.ids = ids
         self.row_of = {a: s for s, a in live}

@@ -482,8 +482,8 @@ class SemanticTree(TreeMaintenance):
             tree.leaf_of[tree.members[nid]] = nid
             tree.count[nid], tree.pending[nid], tree.summary[nid] = r["count"], r["pending"], r["summary"]
             tree.sums[nid] = np.frombuffer(r["sum"], dtype="<f8")
-            tree.cent[nid] = _unit(tree.sums[nid])
             tree.reps[nid] = [tree.row_of[a] for a in r["info"].get("reps", []) if a in tree.row_of]
+        tree.cent[:n] = _unit(tree.sums[:n])  # dead rows stay 0
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
         tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
