@@ -47,8 +47,10 @@ class LiveSpace:
         for turns stored before turn vectors were, format 2 stores, and the vectors kept)."""
         amus = store.amus(space)
         ids = [a.amu_id for a in amus]
-        tv = store.amu_vectors(space, "text", ids) if ids else np.zeros((0, text_dim), np.float32)
-        av = store.amu_vectors(space, "affect", ids) if ids else np.zeros((0, affect_dim), np.float32)
+        if ids:
+            tv, av = store.amu_vector_pair(space, ids)
+        else:
+            tv, av = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
         views = SpaceViews.load(store, space, config, amus, tv, av, text_dim, affect_dim)
         payload, _ = views.pop_changes()
         if any(rows or removed for _, rows, removed, _, _ in payload):  # load repaired the views

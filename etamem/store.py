@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS space_meta (
 """
 
 
+_AMU_COLUMNS = "amu_id, text, speaker, ts, session_id, source_turn_ids, polarity, polarity_scores, status, space"
+
+
 def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype="<f4").tobytes()
 
@@ -276,7 +279,7 @@ class Store:
                             [(space, t) for t in done_turn_ids])
 
     def amus(self, space: str, *, status: str | None = "active", amu_ids: list[str] | None = None) -> list[AMU]:
-        sql, params = "SELECT * FROM amus WHERE space=?", [space]
+        sql, params = f"SELECT {_AMU_COLUMNS} FROM amus WHERE space=?", [space]
         if status is not None:
             sql += " AND status=?"
             params.append(status)
@@ -289,6 +292,16 @@ class Store:
 
     def count_amus(self, space: str) -> int:
         return int(self._query("SELECT COUNT(*) FROM amus WHERE space=? AND status='active'", (space,))[0][0])
+
+    def amu_vector_pair(self, space: str, amu_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(text, affective) vectors of the given AMUs in that order, read in one pass."""
+        if not amu_ids:
+            return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
+        by_kind: dict[str, dict[str, bytes]] = {"text": {}, "affect": {}}
+        for r in self._query("SELECT amu_id, kind, vector FROM amu_vectors WHERE space=?", (space,)):
+            by_kind[r[1]][r[0]] = r[2]
+        return tuple(np.frombuffer(b"".join(by_kind[k][a] for a in amu_ids), dtype="<f4").astype(np.float32)
+                     .reshape(len(amu_ids), -1) for k in ("text", "affect"))
 
     def amu_vectors(self, space: str, kind: str, amu_ids: list[str]) -> np.ndarray:
         """Vectors of `kind` ('text' | 'affect') for the given AMUs, in that order: (n, d) float32."""
@@ -312,11 +325,11 @@ class Store:
         return changed
 
     @staticmethod
-    def _amu(r: sqlite3.Row) -> AMU:
-        return AMU(amu_id=r["amu_id"], text=r["text"], speaker=r["speaker"],
-                   timestamp=datetime.fromisoformat(r["ts"]), session_id=r["session_id"],
-                   source_turn_ids=tuple(json.loads(r["source_turn_ids"])), polarity=r["polarity"],
-                   polarity_scores=tuple(json.loads(r["polarity_scores"])), status=r["status"], space=r["space"])
+    def _amu(r) -> AMU:
+        """An AMU from a row of `_AMU_COLUMNS` (both JSON lists parsed in one call)."""
+        sources, scores = json.loads(f"[{r[5]},{r[7]}]")
+        return AMU(r[0], r[1], r[2], datetime.fromisoformat(r[3]), r[4], tuple(sources), r[6], tuple(scores), r[8],
+                   r[9])
 
     # --- views (opaque rows written by etamem.views) ------------------------------------
     def save_views(self, space: str, payload: list[tuple[str, list[dict], list[str], str, bytes]]) -> None:

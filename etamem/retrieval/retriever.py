@@ -106,6 +106,11 @@ class _Rows:
         self.n += m
         return np.arange(self.n - m, self.n, dtype=np.int64)
 
+    def adopt(self, **columns: np.ndarray) -> None:
+        """Take these arrays (all of one length) as the rows, without copying."""
+        self.cols = {name: np.asarray(columns[name], self.cols[name].dtype) for name in self.cols}
+        self.n = len(self.cols["alive"])
+
     def keep(self, rows: np.ndarray) -> None:
         for name, arr in self.cols.items():
             self.cols[name] = np.ascontiguousarray(arr[rows])
@@ -205,14 +210,17 @@ class SpaceIndex:
         order = np.fromiter((by_id[a] for _, a in live), np.int64, len(live))
         where = np.fromiter((s for s, _ in live), np.int64, len(live))
         n = len(ids)
-        text, affect = np.zeros((n, views.event.dim), np.float32), np.zeros((n, views.affect.dim), np.float32)
         times, words = np.load(d / "amu_time.npy"), np.load(d / "amu_time_words.npy")
         if times.shape != (n,) or words.shape != (n,):
             raise ValueError("saved AMU times do not match the slots")
         alive = np.zeros(n, bool)
-        if len(live):
-            text[where], affect[where], alive[where] = text_vecs[order], affect_vecs[order], True
-        self.rows.append(text=text, affect=affect, time=times, time_words=words, alive=alive)
+        alive[where] = True
+        if len(live) == n and np.array_equal(order, where):  # no tombstones, store order: no gather
+            text, affect = text_vecs, affect_vecs
+        else:
+            text, affect = np.zeros((n, views.event.dim), np.float32), np.zeros((n, views.affect.dim), np.float32)
+            text[where], affect[where] = text_vecs[order], affect_vecs[order]
+        self.rows.adopt(text=text, affect=affect, time=times, time_words=words, alive=alive)
         self.ids = ids
         self.row_of = {a: s for s, a in live}
         self.amu_of = {a.amu_id: a for a in amus}

@@ -469,7 +469,12 @@ class SemanticTree(TreeMaintenance):
         tree.root, tree.steps, tree.stats = int(state["root"]), int(state["steps"]), dict(state["stats"])
         ids = [a for r in rows for a in r["members"]]
         tree.n_rows = len(ids)
-        tree.X = np.stack([vectors[a] for a in ids]).astype(np.float32) if ids else np.zeros((0, tree.dim), np.float32)
+        if not ids:
+            tree.X = np.zeros((0, tree.dim), np.float32)
+        elif hasattr(vectors, "take"):  # e.g. `VectorsById`: one gather
+            tree.X = np.ascontiguousarray(vectors.take(ids), dtype=np.float32)
+        else:
+            tree.X = np.stack([vectors[a] for a in ids]).astype(np.float32)
         tree.leaf_of = np.full(len(ids), -1, np.int64)
         tree.amu_ids, tree.texts = ids, [texts.get(a, "") for a in ids]
         tree.row_of = {a: i for i, a in enumerate(ids)}

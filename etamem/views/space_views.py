@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
@@ -25,6 +26,29 @@ VIEWS = ("event", "affect", "time")
 def route(polarity: str) -> str:
     """The semantic view an AMU of this polarity belongs to."""
     return "event" if polarity == "neutral" else "affect"
+
+
+class VectorsById(Mapping):
+    """Read-only AMU id -> (d,) row of an (n, d) matrix, with `take(ids)` gathering many rows in
+    one step (restoring trees at 100k AMUs without a dict of 100k row views)."""
+
+    def __init__(self, matrix: np.ndarray, row: dict[str, int]):
+        self.matrix, self.row = matrix, row
+
+    def __getitem__(self, amu_id: str) -> np.ndarray:
+        return self.matrix[self.row[amu_id]]
+
+    def __contains__(self, amu_id) -> bool:
+        return amu_id in self.row
+
+    def __iter__(self):
+        return iter(self.row)
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def take(self, ids: list[str]) -> np.ndarray:
+        return self.matrix[np.fromiter((self.row[a] for a in ids), np.int64, len(ids))]
 
 
 class SpaceViews:
@@ -137,8 +161,8 @@ class SpaceViews:
         inserted, AMUs no longer active are removed."""
         views = cls(config, text_dim, affect_dim)
         saved = store.load_views(space)
-        tvec = {a.amu_id: v for a, v in zip(amus, text_vecs)}
-        avec = {a.amu_id: v for a, v in zip(amus, affect_vecs)}
+        row = {a.amu_id: i for i, a in enumerate(amus)}
+        tvec, avec = VectorsById(text_vecs, row), VectorsById(affect_vecs, row)
         texts = {a.amu_id: a.text for a in amus}
         times = {a.amu_id: a.timestamp for a in amus}
         for view in ("event", "affect"):
