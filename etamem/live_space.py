@@ -53,7 +53,7 @@ class LiveSpace:
             tv, av = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
         views = SpaceViews.load(store, space, config, amus, tv, av, text_dim, affect_dim)
         payload, _ = views.pop_changes()
-        if any(rows or removed for _, rows, removed, _, _ in payload):  # load repaired the views
+        if any(p[1] or p[2] for p in payload):  # load repaired the views (changed or removed nodes)
             store.save_views(space, payload)
         generation = store.generation(space)
         turns = store.turns(space, extracted_only=True)

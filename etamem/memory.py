@@ -443,8 +443,9 @@ class Memory:
     def close(self) -> None:
         try:
             self.checkpoint()
-        except OSError as exc:  # derived files are a cache: the store is complete without them
-            log.warning("could not save the search indexes: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - derived files are a cache: the store is complete without them
+            log.warning("could not save the search indexes (%s: %s); they are rebuilt on the next open",
+                        type(exc).__name__, exc)
         with self._lock:
             if self._llm is not None and hasattr(self._llm, "close"):
                 self._llm.close()

@@ -54,6 +54,9 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE TABLE IF NOT EXISTS view_state (
     space TEXT NOT NULL, view TEXT NOT NULL, state TEXT NOT NULL, reservoir BLOB NOT NULL,
     PRIMARY KEY (space, view));
+CREATE TABLE IF NOT EXISTS view_history (
+    space TEXT NOT NULL, view TEXT NOT NULL, step INTEGER NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (space, view, step));
 CREATE TABLE IF NOT EXISTS space_meta (
     space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
 """
@@ -166,7 +169,7 @@ class Store:
     def delete_space(self, space: str) -> None:
         with self.transaction() as cur:
             for table in ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes",
-                          "view_state"):
+                          "view_state", "view_history"):
                 cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
 
     # --- turns -------------------------------------------------------------------
@@ -332,27 +335,31 @@ class Store:
                    r[9])
 
     # --- views (opaque rows written by etamem.views) ------------------------------------
-    def save_views(self, space: str, payload: list[tuple[str, list[dict], list[str], str, bytes]]) -> None:
-        """payload: (view, changed node rows, removed node ids, state JSON, reservoir bytes) per
-        view, written in one transaction."""
+    def save_views(self, space: str, payload: list) -> None:
+        """A `_write_views` payload, written in one transaction."""
         with self.transaction() as cur:
             self._bump(cur, space)
             self._write_views(cur, space, payload)
 
     @staticmethod
     def _write_views(cur: sqlite3.Cursor, space: str, payload: list) -> None:
-        for view, rows, removed, state, reservoir in payload:
-                cur.executemany("DELETE FROM nodes WHERE space=? AND view=? AND node_id=?",
-                                [(space, view, n) for n in removed])
-                cur.executemany(
-                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [(space, view, r["node_id"], r["parent_id"], int(r["is_leaf"]), json.dumps(r["children"]),
-                      json.dumps(r["members"]), r["count"], r["sum"], r["summary"], r["pending"],
-                      json.dumps(r["info"])) for r in rows])
-                cur.execute("INSERT OR REPLACE INTO view_state VALUES (?,?,?,?)", (space, view, state, reservoir))
+        """payload: (view, changed node rows, removed node ids, state JSON, reservoir bytes, new
+        history records) per view; history records are appended (one row each), never rewritten."""
+        for view, rows, removed, state, reservoir, history in payload:
+            cur.executemany("DELETE FROM nodes WHERE space=? AND view=? AND node_id=?",
+                            [(space, view, n) for n in removed])
+            cur.executemany(
+                "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(space, view, r["node_id"], r["parent_id"], int(r["is_leaf"]), json.dumps(r["children"]),
+                  json.dumps(r["members"]), r["count"], r["sum"], r["summary"], r["pending"],
+                  json.dumps(r["info"])) for r in rows])
+            cur.execute("INSERT OR REPLACE INTO view_state VALUES (?,?,?,?)", (space, view, state, reservoir))
+            cur.executemany("INSERT OR REPLACE INTO view_history VALUES (?,?,?,?)",
+                            [(space, view, int(h["step"]), json.dumps(h)) for h in history])
 
-    def load_views(self, space: str) -> dict[str, tuple[str, bytes, list[dict]]]:
-        """view -> (state JSON, reservoir bytes, node rows) for the views saved for the space."""
+    def load_views(self, space: str) -> dict[str, tuple[str, bytes, list[dict], list[dict]]]:
+        """view -> (state JSON, reservoir bytes, node rows, history records by step) for the views
+        saved for the space."""
         out = {}
         for st in self._query("SELECT view, state, reservoir FROM view_state WHERE space=?", (space,)):
             rows = [{"node_id": r["node_id"], "parent_id": r["parent_id"], "is_leaf": bool(r["is_leaf"]),
@@ -360,7 +367,9 @@ class Store:
                      "count": r["count"], "sum": r["sum"], "summary": r["summary"], "pending": r["pending"],
                      "info": json.loads(r["info"])}
                     for r in self._query("SELECT * FROM nodes WHERE space=? AND view=?", (space, st["view"]))]
-            out[st["view"]] = (st["state"], st["reservoir"], rows)
+            history = [json.loads(r[0]) for r in self._query(
+                "SELECT record FROM view_history WHERE space=? AND view=? ORDER BY step", (space, st["view"]))]
+            out[st["view"]] = (st["state"], st["reservoir"], rows, history)
         return out
 
     # --- vector cache (text hash -> vector, shared by spaces) ----------------------------

@@ -95,16 +95,24 @@ class _Rows:
 
     def append(self, **values: np.ndarray) -> np.ndarray:
         m = len(next(iter(values.values())))
-        if self.n + m > len(next(iter(self.cols.values()))):
-            cap = max(self.n + m, 2 * len(next(iter(self.cols.values()))))
-            for name, arr in self.cols.items():
-                new = np.zeros((cap,) + arr.shape[1:], arr.dtype)
-                new[: self.n] = arr[: self.n]
-                self.cols[name] = new
+        cap = len(next(iter(self.cols.values())))
+        if self.n + m > cap:
+            for name in self.cols:
+                self._grow(name, max(self.n + m, cap + cap // 4, 16))
         for name, v in values.items():
             self.cols[name][self.n: self.n + m] = v
         self.n += m
         return np.arange(self.n - m, self.n, dtype=np.int64)
+
+    def _grow(self, name: str, cap: int) -> None:
+        """In place when nothing else holds the array (realloc moves pages, no copy), else copied."""
+        try:
+            self.cols[name].resize((cap,) + self.cols[name].shape[1:])
+        except ValueError:
+            arr = self.cols[name]
+            new = np.zeros((max(cap, 2 * len(arr)),) + arr.shape[1:], arr.dtype)
+            new[: self.n] = arr[: self.n]
+            self.cols[name] = new
 
     def adopt(self, **columns: np.ndarray) -> None:
         """Take these arrays (all of one length) as the rows, without copying."""
@@ -171,6 +179,7 @@ class SpaceIndex:
         self.amu_lex = LexicalIndex([])
         self.node_texts = {v: NodeTexts() for v in VIEWS}
         self.routing = {v: VectorIndex(d_a if v == "affect" else d_t, exact_max=exact_max) for v in VIEWS}
+        self.time_centroids = VectorIndex(d_t, exact_max=None)  # every Time node's centroid, for beam steps
         self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
         self.hierarchies["time"] = self._time_view()
 
@@ -233,6 +242,9 @@ class SpaceIndex:
             keys, node_slots = slots[v]
             nt.slot.update(zip(keys, node_slots))
             self.routing[v] = VectorIndex.load(d / f"routing_{v}")
+        nodes = list(views.time.nodes)
+        if nodes:
+            self.time_centroids.upsert(nodes, np.stack([views.time.nodes[k].centroid() for k in nodes]))
         self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
         self.hierarchies["time"] = self._time_view()
         return self
@@ -298,9 +310,12 @@ class SpaceIndex:
         forest = self.views.time
         live = [k for k in changed if k in forest.nodes]
         gone = list(removed) + [k for k in changed if k not in forest.nodes]
+        cents = np.stack([forest.nodes[k].centroid() for k in live]) if live else None
+        self.time_centroids.remove(gone)
+        if live:
+            self.time_centroids.upsert(live, cents)
         self._sync_nodes("time", live, gone, [forest.node_text(k) for k in live],
-                         [k for k in live if forest.nodes[k].level == "session"],
-                         lambda ks: np.stack([forest.nodes[k].centroid() for k in ks]))
+                         [k for k in live if forest.nodes[k].level == "session"], self.time_centroids.rows)
 
     def _sync_nodes(self, name: str, live: list, gone: list, texts: list[str], leaves: list, centroids) -> None:
         self.node_texts[name].drop(gone)
@@ -329,7 +344,7 @@ class SpaceIndex:
         return HierarchyView(
             roots=lambda: forest.roots, children=lambda k: forest.nodes[k].children,
             is_leaf=lambda k: forest.nodes[k].level == "session",
-            centroids=lambda ks: np.stack([forest.nodes[k].centroid() for k in ks]), node_row=lambda k: nt.slot[k],
+            centroids=self.time_centroids.rows, node_row=lambda k: nt.slot[k],
             members=lambda k: self._members(forest.nodes[k].members), amu_vectors=lambda rows: self.rows["text"][rows],
             amu_ids=lambda rows: [self.ids[r] for r in rows], node_lex=nt.lex, amu_lex=self.amu_lex)
 

@@ -80,6 +80,11 @@ class VectorIndex:
         """Stored vector of `key`: (dim,) float32 copy. KeyError if absent."""
         return np.array(self._vecs[self._slot[key]], np.float32)
 
+    def rows(self, keys) -> np.ndarray:
+        """Stored vectors of `keys` in that order: (len(keys), dim) float32 (one gather). KeyError if absent."""
+        slot = self._slot
+        return self._vecs[np.fromiter((slot[k] for k in keys), np.int64, len(keys))]
+
     def search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, list]:
         """Top-k live keys by inner product with q ((dim,) float32): (sims (k',) float32 best first, keys)."""
         q = np.asarray(q, np.float32).reshape(-1)

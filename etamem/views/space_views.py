@@ -59,6 +59,7 @@ class SpaceViews:
         self.event = self._tree(text_dim)
         self.affect = self._tree(affect_dim)
         self.time = TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps)
+        self._history_saved: dict[str, int] = {}  # calibration history records already in the store
 
     def _tree(self, dim: int) -> SemanticTree:
         return SemanticTree.from_config(dim, self.config)
@@ -145,12 +146,15 @@ class SpaceViews:
             changed, removed = obj.pop_changes()
             changes[view] = (changed, removed)
             state = obj.state()
-            reservoir = b""
-            if view != "time":
+            reservoir, history = b"", []
+            if view != "time":  # the calibration history goes by record, so a write stays O(change)
                 state["calibration"] = obj.calibrator.state()
+                full = state["calibration"].pop("history")
+                history = full[self._history_saved.get(view, 0):]
+                self._history_saved[view] = len(full)
                 reservoir = obj.calibrator.reservoir.astype("<f4").tobytes()
             payload.append((view, [obj.node_row(n) for n in changed], [str(n) for n in removed],
-                            json.dumps(state), reservoir))
+                            json.dumps(state), reservoir, history))
         return payload, changes
 
     @classmethod
@@ -167,8 +171,11 @@ class SpaceViews:
         times = {a.amu_id: a.timestamp for a in amus}
         for view in ("event", "affect"):
             if view in saved:
-                state_json, reservoir, rows = saved[view]
+                state_json, reservoir, rows, history = saved[view]
                 state = json.loads(state_json)
+                if "history" not in state["calibration"]:  # else a store written before the history table
+                    state["calibration"]["history"] = history
+                    views._history_saved[view] = len(history)
                 alive = [r for r in rows if all(m in tvec for m in r["members"])]
                 if len(alive) == len(rows):
                     calib = Calibrator.from_state(state.pop("calibration"), np.frombuffer(reservoir, "<f4"))
@@ -177,7 +184,7 @@ class SpaceViews:
                 else:
                     log.warning("space %s: %s view refers to AMUs that are gone; rebuilding it", space, view)
         if "time" in saved:
-            state_json, _, rows = saved["time"]
+            state_json, _, rows, _ = saved["time"]
             if all(m in tvec for r in rows for m in r["members"]):
                 views.time = TimeForest.restore(json.loads(state_json), rows, tvec, texts, times)
         missing = [i for i, a in enumerate(amus) if views.view_of(a.amu_id) is None or a.amu_id not in views.time.amu_session]

@@ -198,8 +198,8 @@ class TimeForest:
 
     # --- persistence and inspection -------------------------------------------------------
     def pop_changes(self) -> tuple[list[str], list[str]]:
-        changed = sorted(self.changed & set(self.nodes))
-        removed = sorted(self.removed - set(self.nodes))
+        changed = sorted(n for n in self.changed if n in self.nodes)
+        removed = sorted(n for n in self.removed if n not in self.nodes)
         self.changed, self.removed = set(), set()
         return changed, removed
 
@@ -208,24 +208,33 @@ class TimeForest:
         return {"node_id": node_id, "parent_id": n.parent, "is_leaf": n.level == "session",
                 "children": list(n.children), "members": list(n.members), "count": n.count,
                 "sum": n.sum.astype("<f8").tobytes(), "summary": n.summary, "pending": n.pending,
-                "info": {"level": n.level, "start": n.start.isoformat(), "end": n.end.isoformat()}}
+                "info": {"level": n.level, "start": n.start.isoformat(), "end": n.end.isoformat(),
+                         **({"session_start": self.session_start[node_id[2:]].isoformat()}
+                            if n.level == "session" and node_id[2:] in self.session_start else {})}}
 
     def state(self) -> dict:
+        # session starts live in the session nodes' rows (a write saves only the nodes it changed)
         return {"dim": self.dim, "summary_delta": self.summary_delta, "summary_reps": self.summary_reps,
-                "stats": self.stats, "session_start": {k: v.isoformat() for k, v in self.session_start.items()}}
+                "stats": self.stats}
 
     @classmethod
     def restore(cls, state: dict, rows: list[dict], vectors: dict[str, np.ndarray], texts: dict[str, str],
                 times: dict[str, datetime]) -> "TimeForest":
         forest = cls(state["dim"], summary_delta=state["summary_delta"], summary_reps=state["summary_reps"])
         forest.stats = dict(state["stats"])
-        forest.session_start = {k: datetime.fromisoformat(v) for k, v in state["session_start"].items()}
+        forest.session_start = {k: datetime.fromisoformat(v) for k, v in state.get("session_start", {}).items()}
         for r in rows:
             info = r["info"]
             forest.nodes[r["node_id"]] = TimeNode(
                 r["node_id"], info["level"], r["parent_id"], datetime.fromisoformat(info["start"]),
                 datetime.fromisoformat(info["end"]), list(r["children"]), list(r["members"]),
                 np.frombuffer(r["sum"], dtype="<f8").copy(), r["count"], r["summary"], r["pending"])
+            if info["level"] == "session":  # older rows: the state held it, or the node's start is it
+                sid = r["node_id"][2:]
+                if "session_start" in info:
+                    forest.session_start[sid] = datetime.fromisoformat(info["session_start"])
+                else:
+                    forest.session_start.setdefault(sid, forest.nodes[r["node_id"]].start)
             for a in r["members"]:
                 forest.amu_session[a] = r["node_id"][2:]
                 forest.vectors[a] = np.asarray(vectors[a], np.float32)
