@@ -17,9 +17,10 @@ Per size N, in a fresh subprocess (so the peak RSS, `ru_maxrss`, is per size), w
    One `add` per session, as bulk ingestion goes; adding stops at the first session after
    which the space holds >= N AMUs, then `end_session`. Timed: the `add`/`end_session` calls
    (models loaded before, reported apart), as AMUs/s and turns/s.
-2. The agent loop: `--loops` times {add one new turn (the turns that follow in the stream:
-   held-out sessions after the last built one, re-dated, one turn per `add`, session
-   boundaries as in the data); then `search` one question (LoCoMo questions of a copy in the
+2. The agent loop: `--loops` times {add one new turn (the same turns at every N: the first
+   conversation's sessions in a copy of their own (`loop_copy`), re-dated to follow the space's
+   last turn, one turn per `add`, session boundaries as in the data, so every size encodes the
+   same texts and add times compare the engine, not the text lengths); then `search` one question (LoCoMo questions of a copy in the
    space, names replaced to match it; distinct, drawn with `--seed`)}; then the same
    questions again as warm searches, with no add in between (after one untimed search). All
    searches use top_k=20. The loop's questions are encoded once before the loop, so the
@@ -47,6 +48,7 @@ code that rebuilds the indexes after every write, 200 loops at 100k take hours.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -375,24 +377,62 @@ def timed(fn, *a, **k) -> tuple[Any, float, float]:
     return out, 1000 * (time.perf_counter() - t), 1000 * (time.process_time() - c)
 
 
+LOOP_COPY = 10_000  # first copy index of the loop's turns (the built copies are far fewer)
+
+
+def loop_copy(mem, sources: list[Source]) -> Copy:
+    """The agent loop's turns: the first source in a copy of its own, re-dated to start the
+    week after the space's last turn; its index is the first from LOOP_COPY whose turn ids the
+    store does not hold yet (a kept store may hold an earlier run's loop turns)."""
+    src, week = sources[0], timedelta(weeks=1)
+    last = mem.turns(SPACE)[-1].timestamp
+    stored = {t.turn_id.split(":", 1)[0] for t in mem.turns(SPACE)}
+    k = next(i for i in count(LOOP_COPY) if f"c{i}" not in stored)
+    shift = (math.ceil((last - src.first) / week) + 1) * week
+    return Copy(k, src, dict(zip(src.speakers, names_for(k, len(src.speakers)))), shift)
+
+
+def skip_stored(mem, stream: Iterator) -> tuple[list[Copy], Iterator]:
+    """For a kept store: the copies its sessions came from, and the stream from the first turn
+    not stored yet (earlier runs' loop turns included)."""
+    stored = {t.turn_id for t in mem.turns(SPACE)}
+    used: list[Copy] = []
+    for copy, sid, session in stream:
+        fresh = [t for t in session if t["turn_id"] not in stored]
+        if len(fresh) < len(session) and (not used or used[-1] is not copy):
+            used.append(copy)
+        if fresh:
+            return used, itertools.chain([(copy, sid, fresh)], stream)
+    return used, iter(())
+
+
 def measure_size(n: int, *, sources: list[Source], work_dir, loops: int = 200, seed: int = 0, cfg=None,
                  models: ModelFactory | None = None, max_loop_s: float = 0.0,
-                 log: Callable[[str], None] | None = None) -> dict:
-    """Build, agent loop, warm searches and open-to-first-search for one size (see the module doc)."""
+                 log: Callable[[str], None] | None = None, reuse: dict | None = None) -> dict:
+    """Build, agent loop, warm searches and open-to-first-search for one size (see the module doc).
+    `reuse`: a row of an earlier run whose kept store is used as built (its build figures are
+    reported, marked `reused`); the loop continues the stream after the turns it holds."""
     from etamem import Config
 
     cfg = cfg if cfg is not None else Config()
     rng = np.random.default_rng(seed)
     path = Path(work_dir) / f"agent-{n}"
-    if path.exists():
+    if path.exists() and reuse is None:
         shutil.rmtree(path)
     import_mb = peak_mb()
     mem, model_load_s = new_memory(path, cfg, models)
     stream = session_stream(sources)
-    before = stage_seconds(mem)
-    build, used = build_space(mem, SPACE, stream, n, log)
-    build["stage_seconds"] = stage_diff(before, stage_seconds(mem))
-    build["model_load_s"] = model_load_s
+    if reuse is not None:
+        used, stream = skip_stored(mem, stream)
+        build = dict(reuse["build"], reused=True)
+        t = time.perf_counter()
+        mem.search("warm up", SPACE, top_k=TOP_K)  # opens the space (indexes loaded or rebuilt): untimed
+        build["reopen_s"] = time.perf_counter() - t
+    else:
+        before = stage_seconds(mem)
+        build, used = build_space(mem, SPACE, stream, n, log)
+        build["stage_seconds"] = stage_diff(before, stage_seconds(mem))
+        build["model_load_s"] = model_load_s
     amus = mem.list(SPACE)
     build_mb = peak_mb()
 
@@ -401,7 +441,7 @@ def measure_size(n: int, *, sources: list[Source], work_dir, loops: int = 200, s
     mem.text_encoder.encode(loop_q)  # the vector cache serves them in both phases (see module doc)
     _, first_ms, _ = timed(mem.search, loop_q[0], SPACE, top_k=TOP_K)
 
-    turn_iter = ((sid, turn) for _, sid, session in stream for turn in session)
+    turn_iter = ((sid, turn) for sid, session in loop_copy(mem, sources).sessions() for turn in session)
     add_ms, add_cpu, after_ms, after_cpu, hits_after, loop_sessions = [], [], [], [], [], set()
     before = stage_seconds(mem)
     t_loop = time.perf_counter()
@@ -537,7 +577,8 @@ def report(doc: dict) -> None:
         stages = b.get("stage_seconds")
         extra = "" if not stages else "; build stages s: " + ", ".join(f"{k} {v:.1f}" for k, v in stages.items())
         short = "" if lp["loops"] == lp["loops_requested"] else f" (stopped by --max-loop-s at {lp['loops']})"
-        print(f"- {r['n']:,}: build {b['build_s']:.1f}s ({b['turns_per_s']:,.0f} turns/s, {b['sessions']:,} sessions, "
+        reused = " [store kept from an earlier run: its build figures]" if b.get("reused") else ""
+        print(f"- {r['n']:,}{reused}: build {b['build_s']:.1f}s ({b['turns_per_s']:,.0f} turns/s, {b['sessions']:,} sessions, "
               f"{b['copies']} copies, distinct AMU texts {r['distinct_amu_text_share']:.1%}; models loaded before "
               f"it in {b['model_load_s']:.1f}s, imports included), first search after "
               f"build {r['first_search_after_build_ms']:.0f} ms; loop{short}: {lp['sessions']} sessions; "
@@ -607,6 +648,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-loop-s", type=float, default=0.0, help="stop the add+search loop after this long (0: never)")
     ap.add_argument("--out", default=None, help="write all results to this JSON file")
     ap.add_argument("--report", default=None, metavar="FILE.json", help="print the table of a saved run and exit")
+    ap.add_argument("--reuse", default=None, metavar="FILE.json",
+                    help="use the stores kept (--keep) by the run saved in FILE.json as built, reporting its build "
+                         "figures; the loop continues after the turns they hold (for re-measuring a changed engine)")
     ap.add_argument("--reopen", default=None, metavar="STORE",
                     help="only time open-to-first-search of an existing store, --repeat times, each in a fresh process")
     ap.add_argument("--repeat", type=int, default=3, help="with --reopen: how many fresh processes")
@@ -639,8 +683,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.child is not None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         sources, _ = load_sources(args.data)
+        reuse = None
+        if args.reuse:
+            with open(args.reuse) as f:
+                reuse = next(r for r in json.load(f)["results"] if r["n"] == args.child)
         row = measure_size(args.child, sources=sources, work_dir=args.work, loops=args.loops, seed=args.seed,
-                           max_loop_s=args.max_loop_s, log=log_stderr)
+                           max_loop_s=args.max_loop_s, log=log_stderr, reuse=reuse)
         print(json.dumps(row), flush=True)
         return
 
@@ -657,7 +705,8 @@ def main(argv: list[str] | None = None) -> None:
             log_stderr(f"size {n:,}: starting a fresh subprocess (stores under {work})")
             cmd = [sys.executable, "-m", "benchmarks.agent_loop", "--child", str(n), "--work", str(work),
                    "--loops", str(args.loops), "--seed", str(args.seed), "--max-loop-s", str(args.max_loop_s),
-                   *(["--data", data] if data is not None else [])]
+                   *(["--data", data] if data is not None else []),
+                   *(["--reuse", str(Path(args.reuse).resolve())] if args.reuse else [])]
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO)
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     finally:
