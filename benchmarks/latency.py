@@ -1,4 +1,4 @@
-"""Query latency of ETAMem retrieval against flat FAISS + BM25 over the same AMUs.
+"""Query latency of ETAMem retrieval against flat exact dense + BM25 over the same AMUs.
 
     python -m benchmarks.latency [--sizes 10000 100000 1000000] [--queries 200] [--out FILE.json]
         [--memory-sizes 10000 100000] [--data PATH] [--work DIR] [--keep]
@@ -11,7 +11,7 @@ vector rotated by a fixed random orthogonal map). Views are built with `maintain
 `--session-maintain` AMUs, then the retrieval index once. Queries are drawn like AMUs.
 
 Reported: wall-clock and CPU-time (process time) p50/p95 of ETAMem search (routing + beam search over Event, Affect, Time + merge;
-K 20, B 10, beta 0.1) and of the flat baseline (FAISS `IndexFlatIP` top-200 + bm25s BM25 over
+K 20, B 10, beta 0.1) and of the flat baseline (`FlatHybridIndex`: exact dense top-200 + BM25 over
 all AMUs, score (1 - beta) * cos + beta * BM25n), measured in the same process on the same
 queries; query encoding with the real MiniLM encoder is measured separately.
 
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def bare_report(rows: list[dict], args) -> None:
-    print("| AMUs | ETAMem p50 ms | ETAMem p95 ms | flat FAISS+BM25 p50 ms | flat p95 ms | ETAMem/flat p50 | "
+    print("| AMUs | ETAMem p50 ms | ETAMem p95 ms | flat dense+BM25 p50 ms | flat p95 ms | ETAMem/flat p50 | "
           "p50 growth vs smallest | leaves event/affect | sessions | depth event/affect | build s | index s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = rows[0]["etamem"]["p50_ms"]

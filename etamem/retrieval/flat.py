@@ -1,7 +1,7 @@
-"""Flat hybrid index over a fixed set of rows (AMUs or raw turns): FAISS inner product + BM25.
+"""Flat hybrid index over rows in slots (AMUs or raw turns): exact inner product + BM25, updated in place.
 
 Score = (1 - beta) * cos + beta * BM25n, where BM25n is BM25 divided by the best BM25 score
-of the query over all rows. Candidates are the union of the FAISS top `pool` and the BM25
+of the query over all rows. Candidates are the union of the dense top `pool` and the BM25
 top `pool`; each candidate gets both scores exactly. Used by the raw-turn fallback and as
 the flat baselines the hierarchical retrieval is benchmarked against.
 """
