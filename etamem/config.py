@@ -81,6 +81,7 @@ class Config:
     routing_temperature: float = 0.05
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
     routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
+    blas_threads: int = 1  # BLAS threads for the engine's own products (0: leave BLAS alone; see etamem/threads.py)
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
     # raw-turn fallback (DESIGN §8): used when retrieval confidence is low. "score": confidence =
     # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
@@ -141,6 +142,8 @@ class Config:
             raise ValueError("config b_max must be >= 2")
         if self.insert_top_width < 0:
             raise ValueError("config insert_top_width must be >= 0 (0: the beam starts at the root's children)")
+        if self.blas_threads < 0:
+            raise ValueError("config blas_threads must be >= 0 (0: leave BLAS alone)")
         if self.insert_batch < 0:
             raise ValueError("config insert_batch must be >= 0 (0: one batch per add() call)")
         for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",

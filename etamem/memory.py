@@ -30,6 +30,7 @@ from .encoders import CachedEncoder, make_text_encoder
 from .inputs import normalise_turns, validate_space
 from .live_space import LiveSpace
 from .store import Store
+from .threads import blas_threads
 from .timeparse import parse_timestamp
 from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn
 from .views import LLMSummariser, SpaceViews
@@ -202,7 +203,7 @@ class Memory:
     def _end_sessions(self, live: LiveSpace, session_ids: list[str]) -> None:
         """Mark sessions ended and run session-end maintenance (trees, calibration, summaries)."""
         if session_ids:
-            with self._timed("views"):
+            with self._timed("views"), blas_threads(self.config.blas_threads):
                 report = live.maintain(self.store, self._summariser())
             self.store.mark_sessions_ended(live.name, session_ids)
             log.debug("space %s: ended sessions %s; maintenance %s", live.name, session_ids, report)
@@ -246,7 +247,7 @@ class Memory:
                 polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
             for j, (turn, k, text) in enumerate(drafts)
         ]
-        with self._timed("views"):
+        with self._timed("views"), blas_threads(self.config.blas_threads):
             live.add_units(self.store, turns, turn_vecs, amus, text_vecs, affect.embeddings)
         with self._lock:
             self.extraction_stats["turns"] += len(turns)
@@ -322,7 +323,8 @@ class Memory:
                 return n
             if not self.store.amus(live.name, status=None, amu_ids=[amu_id]):
                 raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
-            return live.remove_unit(self.store, amu_id)
+            with blas_threads(self.config.blas_threads):
+                return live.remove_unit(self.store, amu_id)
 
     # --- search and answers ----------------------------------------------------------------
     def _encode_query(self, query: str):
@@ -367,7 +369,7 @@ class Memory:
         if pending:
             log.info("space %s: %d turns are pending (not searchable until add/flush processes them)",
                      live.name, pending)
-        with live.rw.read():
+        with live.rw.read(), blas_threads(self.config.blas_threads):
             return search_space(live.index, live.turns, query, q_text, q_affect, k, self.config, live.name,
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
                                 pending=pending)

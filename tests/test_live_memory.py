@@ -285,3 +285,21 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     assert hits(damaged, "u", queries) == after
     damaged.delete("u")
     assert not derived.space_dir(tmp_path / "s", "u").exists()
+
+
+def test_blas_threads_are_bounded_around_the_engine_only():
+    from threadpoolctl import threadpool_info
+
+    from etamem.threads import blas_threads
+
+    def blas():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas()
+    with blas_threads(1):
+        assert all(n == 1 for n in blas())
+    assert blas() == before
+    with blas_threads(0):
+        assert blas() == before
+    with pytest.raises(ValueError, match="blas_threads"):
+        Config.from_dict({"blas_threads": -1})
