@@ -69,6 +69,11 @@ def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype="<f4").tobytes()
 
 
+def _matrix(blobs: list[bytes]) -> np.ndarray:
+    """Stack little-endian float32 blobs of one dimension: (len(blobs), d) float32, one copy."""
+    return np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32).reshape(len(blobs), -1)
+
+
 def _vec(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
@@ -222,7 +227,7 @@ class Store:
         rows = self._query("SELECT turn_id, vector FROM turn_vectors WHERE space=?", (space,))
         if not rows:
             return {}
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").astype(np.float32).reshape(len(rows), -1)
+        matrix = _matrix([r[1] for r in rows])
         return dict(zip((r[0] for r in rows), matrix))
 
     def put_turn_vectors(self, space: str, turn_ids: list[str], vecs: np.ndarray) -> None:
@@ -303,8 +308,7 @@ class Store:
         by_kind: dict[str, dict[str, bytes]] = {"text": {}, "affect": {}}
         for r in self._query("SELECT amu_id, kind, vector FROM amu_vectors WHERE space=?", (space,)):
             by_kind[r[1]][r[0]] = r[2]
-        return tuple(np.frombuffer(b"".join(by_kind[k][a] for a in amu_ids), dtype="<f4").astype(np.float32)
-                     .reshape(len(amu_ids), -1) for k in ("text", "affect"))
+        return tuple(_matrix([by_kind[k][a] for a in amu_ids]) for k in ("text", "affect"))
 
     def amu_vectors(self, space: str, kind: str, amu_ids: list[str]) -> np.ndarray:
         """Vectors of `kind` ('text' | 'affect') for the given AMUs, in that order: (n, d) float32."""
@@ -312,8 +316,7 @@ class Store:
             return np.zeros((0, 0), dtype=np.float32)
         rows = self._query("SELECT amu_id, vector FROM amu_vectors WHERE space=? AND kind=?", (space, kind))
         by_id = {r[0]: r[1] for r in rows}
-        blob = b"".join(by_id[a] for a in amu_ids)  # one copy, one parse
-        return np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(amu_ids), -1)
+        return _matrix([by_id[a] for a in amu_ids])
 
     def delete_amu(self, space: str, amu_id: str, views: list | None = None) -> bool:
         """Mark an AMU deleted and drop its vectors, with the changed view rows (`views`)."""
