@@ -40,7 +40,7 @@ def split_sentences(text: str) -> list[str]:
             head = line[start:m.start() + len(m.group().rstrip())]
             punct = m.group().rstrip()
             if punct.startswith(".") and punct.rstrip("\"'\u201d\u2019)]") == ".":
-                tok = _LAST_TOKEN_RE.search(line[:m.start() + 1])
+                tok = _LAST_TOKEN_RE.search(line[max(start, m.start() - 64):m.start() + 1])  # bounded: linear in the text
                 word = tok.group(1).lower() if tok else ""
                 nxt = line[m.end():m.end() + 1]
                 if word in _ABBREV_NEVER or (len(word) == 1 and word.isalpha()):
