@@ -33,11 +33,9 @@ def _setup_logging(verbosity: int) -> None:
 
 
 def _config(args) -> Config:
-    try:
-        values = parse_overrides(getattr(args, "set", None), getattr(args, "config", None))
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
-    return Config.from_dict(values)
+    """The Config of `--config FILE` and `--set key=value`; a bad file, key or value raises
+    ValueError naming it, which `main` reports as `etamem: error: ...` with exit status 2."""
+    return Config.from_dict(parse_overrides(getattr(args, "set", None), getattr(args, "config", None)))
 
 
 def _memory(args, path):
@@ -262,6 +260,20 @@ def cmd_trace(args) -> int:
     return 0
 
 
+def cmd_reindex(args) -> int:
+    """Re-encode every space with the configured models (after changing the text encoder or the
+    affect tagger, which a store otherwise refuses) and record them as the store's models."""
+    with _memory(args, _existing_store(args.store)) as mem:
+        t0 = time.perf_counter()
+        before = mem.store.models()
+        counts = mem.reindex()
+        after = mem.store.models()
+    for space, c in counts.items():
+        print(f"{space}: {c['units']} units, {c['turns']} turns re-encoded ({c['moved']} moved between views)")
+    print(f"models: {before or '(none recorded)'} -> {after} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 def cmd_export(args) -> int:
     from .inspect import export_store
 
@@ -355,7 +367,8 @@ def add_inspection_commands(sub, common, stats_parser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="etamem", description="ETAMem: Event-Time-Affect memory for LLM agents")
-    p.add_argument("-v", "--verbose", action="count", default=1, help="more logging (-vv: debug)")
+    p.add_argument("-v", "--verbose", action="count", default=1,
+                   help="debug logging (the default logs progress at info level)")
     p.add_argument("-q", "--quiet", action="store_true", help="warnings only")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -406,6 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--show", type=int, default=5, help="evidence hits shown")
     common(a)
     a.set_defaults(func=cmd_ask)
+    r = sub.add_parser("reindex", help="re-encode a store with the configured text encoder and affect tagger")
+    r.add_argument("store")
+    common(r)
+    r.set_defaults(func=cmd_reindex)
     add_inspection_commands(sub, common, st)
     add_bench_parser(sub)
     return p

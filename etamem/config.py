@@ -2,14 +2,22 @@
 
 Values can come from a dict (`Config.from_dict`) and, for the LLM endpoint, from the
 environment (`ETAMEM_LLM_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`) when left unset.
+`from_dict` and `replace` check every value's type and range (`validate`).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
+import numbers
 import os
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.inputs' default)
 
 
 @dataclass
@@ -99,6 +107,11 @@ class Config:
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
 
+    # --- input limits (etamem/inputs.py) -------------------------------------------------
+    # longest turn text `Memory.add` accepts, in characters (also the limit on a turn's `extra`
+    # as JSON); a longer turn is rejected with a ValueError naming it, nothing is stored
+    max_turn_chars: int = MAX_TURN_CHARS
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> "Config":
         """Build a Config from a mapping; unknown keys raise ValueError naming them."""
@@ -120,37 +133,38 @@ class Config:
         return cfg
 
     def validate(self) -> None:
-        choices = {
-            "affect_backend": ("auto", "roberta", "vader"),
-            "extractor": ("auto", "rule", "llm"),
-            "extraction_style": ("locomo", "longmemeval"),
-            "answer_style": ("locomo", "longmemeval"),
-            "routing": ("entropy", "mean"),
-            "fallback_fusion": ("score", "rrf"),
-            "fallback_confidence": ("score", "agreement"),
-            "device": ("auto", "cpu", "cuda"),
-        }
-        for name, allowed in choices.items():
+        """Check every value's type (converting an int to float and a list to tuple where the
+        field wants it) and range; ValueError naming the field, the value and what was expected."""
+        hints = _field_types()
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _checked_type(f.name, getattr(self, f.name), hints[f.name]))
+        for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"config {name}={getattr(self, name)!r}: expected one of {allowed}")
-        if not 0.0 <= self.bm25_weight <= 1.0:
-            raise ValueError(f"config bm25_weight={self.bm25_weight}: expected 0..1")
-        lo, hi = self.m_max_bounds
+        for name, (low, note) in _AT_LEAST.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"config {name}={getattr(self, name)!r}: expected >= {low}{note}")
+        for name in ("llm_timeout_s", "routing_temperature"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"config {name}={getattr(self, name)!r}: expected > 0")
+        for name, (low, high) in _BETWEEN.items():
+            if not low <= getattr(self, name) <= high:
+                raise ValueError(f"config {name}={getattr(self, name)!r}: expected {low}..{high}")
+        if self.calibration_low_pct > self.calibration_high_pct:
+            raise ValueError(f"config calibration_low_pct={self.calibration_low_pct} is above "
+                             f"calibration_high_pct={self.calibration_high_pct}")
+        bounds = self.m_max_bounds
+        if len(bounds) != 2 or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in bounds):
+            raise ValueError(f"config m_max_bounds={bounds!r}: expected a pair of integers [low, high]")
+        self.m_max_bounds = lo, hi = int(bounds[0]), int(bounds[1])
         if not 2 * self.m_min <= lo <= self.m_max_init <= hi:
             raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
-        if self.b_max < 2:
-            raise ValueError("config b_max must be >= 2")
-        if self.insert_top_width < 0:
-            raise ValueError("config insert_top_width must be >= 0 (0: the beam starts at the root's children)")
-        if self.blas_threads < 0:
-            raise ValueError("config blas_threads must be >= 0 (0: leave BLAS alone)")
-        if self.insert_batch < 0:
-            raise ValueError("config insert_batch must be >= 0 (0: one batch per add() call)")
-        for name in ("top_k", "beam_width", "b_max", "b_ins", "embedding_batch_size", "candidate_pool",
-                     "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
-                     "summary_delta", "calibration_reservoir"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"config {name} must be >= 1")
+        for name in ("text_encoder", "affect_model"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"config {name}='': expected a non-empty string")
+        if not _known_timezone(self.default_timezone):
+            raise ValueError(f"config default_timezone={self.default_timezone!r}: expected 'UTC' or an IANA time "
+                             "zone name such as 'Europe/Paris'")
 
     # --- resolved LLM settings (config first, then environment) ----------------------
     def resolved_llm_model(self) -> str | None:
@@ -165,18 +179,131 @@ class Config:
 
 def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | None = None) -> dict[str, Any]:
     """Config values from a JSON file (optional) then `key=value` items, later ones winning;
-    each value is read as JSON, or kept as a string when it is not JSON. A malformed item
-    raises ValueError naming it. Keys are checked by `Config.from_dict`."""
+    each value is read as JSON, or kept as a string when it is not JSON or the field holds
+    text (`--set llm_model=7` gives "7"). A missing or malformed file or item raises ValueError
+    naming it. Keys and values are checked by `Config.from_dict`."""
     values: dict[str, Any] = {}
     if config_file:
-        with open(config_file, encoding="utf-8") as f:
-            values.update(json.load(f))
+        try:
+            with open(config_file, encoding="utf-8") as f:
+                loaded = json.load(f)
+        except OSError as exc:
+            raise ValueError(f"config file {os.fsdecode(config_file)}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"config file {os.fsdecode(config_file)}: not UTF-8 text ({exc.reason})") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"config file {os.fsdecode(config_file)}, line {exc.lineno} column {exc.colno}: "
+                             f"not valid JSON ({exc.msg})") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {os.fsdecode(config_file)}: expected a JSON object of config values, "
+                             f"got {type(loaded).__name__}")
+        values.update(loaded)
+    hints = _field_types()
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ValueError(f"--set expects key=value, got {item!r}")
         try:
-            values[key] = json.loads(raw)
+            value = json.loads(raw)
         except json.JSONDecodeError:
-            values[key] = raw
+            value = raw
+        if key in hints and _wants_text(hints[key]) and not isinstance(value, str) and value is not None:
+            value = raw
+        values[key] = value
     return values
+
+
+# --- validation helpers --------------------------------------------------------------------
+_CHOICES = {
+    "affect_backend": ("auto", "roberta", "vader"),
+    "extractor": ("auto", "rule", "llm"),
+    "extraction_style": ("locomo", "longmemeval"),
+    "answer_style": ("locomo", "longmemeval"),
+    "routing": ("entropy", "mean"),
+    "fallback_fusion": ("score", "rrf"),
+    "fallback_confidence": ("score", "agreement"),
+    "device": ("auto", "cpu", "cuda"),
+}
+_AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
+    **{name: (1, "") for name in (
+        "top_k", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size", "candidate_pool",
+        "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max", "summary_delta",
+        "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
+        "max_turn_chars")},
+    **{name: (0, "") for name in (
+        "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
+        "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
+        "time_boost")},
+    "b_max": (2, ""),
+    "insert_top_width": (0, " (0: the beam starts at the root's children)"),
+    "blas_threads": (0, " (0: leave BLAS alone)"),
+    "insert_batch": (0, " (0: one batch per add() call)"),
+}
+_BETWEEN = {  # field: (low, high), inclusive
+    "bm25_weight": (0.0, 1.0), "vader_threshold": (0.0, 1.0), "vader_profile_weight": (0.0, 1.0),
+    "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
+    "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
+}
+_EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+             tuple: "a list (or tuple) of values"}
+
+
+@functools.lru_cache(maxsize=1)
+def _field_types() -> dict[str, Any]:
+    """Field name -> resolved annotation (the annotations are strings: `from __future__`)."""
+    return typing.get_type_hints(Config)
+
+
+def _optional(hint) -> tuple[Any, bool]:
+    """(the type, whether None is allowed) of `X` or `X | None`."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], len(args) < len(typing.get_args(hint))
+    return hint, False
+
+
+def _wants_text(hint) -> bool:
+    return _optional(hint)[0] is str
+
+
+def _checked_type(name: str, value: Any, hint) -> Any:
+    """`value` as the field's type (int -> float, list -> tuple), or ValueError."""
+    kind, nullable = _optional(hint)
+    if value is None and nullable:
+        return None
+    ok = False
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        value = int(value) if ok else value
+    elif kind is float:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if ok:
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"config {name}={value!r}: expected a finite number")
+    elif kind is str:
+        ok = isinstance(value, str)
+    elif kind is tuple:
+        ok = isinstance(value, (list, tuple))
+        value = tuple(value) if ok else value
+    else:  # a field of another kind: not checked here (tests/reliability flags it)
+        return value
+    if not ok:
+        expected = _EXPECTED[kind] + (" or null" if nullable else "")
+        raise ValueError(f"config {name}={value!r}: expected {expected}")
+    return value
+
+
+def _known_timezone(name: str) -> bool:
+    if name.upper() == "UTC":  # as etamem.timeparse.resolve_timezone
+        return True
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(name)
+    except Exception:  # noqa: BLE001 - ZoneInfoNotFoundError, ValueError, IsADirectoryError ...
+        return False
+    return True

@@ -2,15 +2,20 @@
 
 `RuleExtractor` is the embedded default (no model): sentence split, filler removal and
 a first-person rewrite to the speaker's name. `LLMExtractor` makes one LLM call per turn
-with the dataset prompt and falls back to the rule extractor when the call fails.
+with the dataset prompt. When the endpoint gives no reply (unreachable, timeouts, 429/5xx
+after the client's retries, a rejected request) it raises `ExtractionUnavailable`: `Memory`
+leaves the turns pending and retries them on the next `add`/`flush`. When a reply comes but
+is unusable (not JSON after the repair round, wrong form, a refusal) that turn is extracted
+by the rule extractor, counted in `LLMExtractor.stats` and reported by `extract_result`.
 """
 from __future__ import annotations
 
 import logging
 import re
 import threading
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
+from .llm import LLMError, LLMUnavailable
 from .prompts_io import load_prompt, render_prompt
 from .types import Turn
 
@@ -219,6 +224,19 @@ def turn_text(turn: Turn) -> str:
     return text
 
 
+class ExtractionUnavailable(LLMUnavailable):
+    """The LLM gave no reply for a turn (see `LLMUnavailable`): nothing was extracted; the
+    turn is to be extracted again later, not by the rule extractor."""
+
+
+class Extraction(NamedTuple):
+    """Units of one turn and whether they came from the rule fallback (then not the LLM's
+    output: caches keyed by the LLM extractor must not keep them)."""
+
+    units: list[str]
+    fallback: bool = False
+
+
 def _facts_from(answer: Any) -> list[str] | None:
     """Fact strings from an LLM answer, or None when its shape is unusable."""
     if isinstance(answer, dict):
@@ -236,11 +254,26 @@ def _facts_from(answer: Any) -> list[str] | None:
     return facts
 
 
-class LLMExtractor:
-    """One LLM call per turn with the style's prompt; rule fallback when the call fails.
+def _checked_facts(answer: Any) -> list[str]:
+    facts = _facts_from(answer)
+    if facts is None:
+        raise ValueError('expected {"facts": [strings]} or a list of strings')
+    return facts
 
-    `llm` needs `complete_json(messages, stage=...)` returning parsed JSON (retries and
-    JSON repair live in the client). An answer of zero facts is valid, not a fallback.
+
+class LLMExtractor:
+    """One LLM call per turn with the style's prompt.
+
+    `llm` needs `complete_json(messages, stage=..., validate=...)` returning parsed JSON
+    (retries, JSON repair and the response cache live in the client; see `LLMClient`).
+    - no reply (`LLMUnavailable`: unreachable, timeouts, 429/5xx after retries, rejected):
+      `ExtractionUnavailable` is raised, nothing is extracted (the caller keeps the turn
+      pending; `Memory.stats(space)["extraction"]["unavailable"]` counts these);
+    - an unusable reply (`LLMError`: not JSON after the repair round, not of the form
+      {"facts": [...]}, a refusal, no text): the rule extractor's units for that turn,
+      counted in `fallback_turns` / `fallback_units` (`extract_result` flags them);
+    - any other exception is a bug and propagates.
+    An answer of zero facts is valid, not a fallback. Thread-safe (the counters are locked).
     """
 
     CONTEXT_TURNS = 4
@@ -274,14 +307,22 @@ class LLMExtractor:
         return [{"role": "user", "content": prompt}]
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
+        """Units for `turn` (see the class docstring; raises `ExtractionUnavailable`)."""
+        return self.extract_result(turn, context).units
+
+    def extract_result(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
+        """`Extraction(units, fallback)`: `fallback` is True when the LLM's reply was unusable
+        and the rule extractor made the units. Raises `ExtractionUnavailable` on no reply."""
         messages = self.build_messages(turn, context)
         facts: list[str] | None = None
         try:
-            facts = _facts_from(self.llm.complete_json(messages, stage="extract"))
-            if facts is None:
+            facts = _facts_from(self.llm.complete_json(messages, stage="extract", validate=_checked_facts))
+            if facts is None:  # an llm object that does not apply `validate`
                 logger.warning("extraction: unusable LLM answer for turn %s; rule fallback", turn.turn_id)
-        except Exception as exc:  # the client raises LLMError; anything else is a failure too
-            logger.warning("extraction: LLM failed for turn %s (%s: %s); rule fallback",
+        except LLMUnavailable as exc:
+            raise ExtractionUnavailable(f"no LLM reply for turn {turn.turn_id}: {exc}") from exc
+        except LLMError as exc:
+            logger.warning("extraction: unusable LLM reply for turn %s (%s: %s); rule fallback",
                            turn.turn_id, type(exc).__name__, exc)
         if facts is None:
             units = self.fallback.extract(turn)
@@ -289,8 +330,8 @@ class LLMExtractor:
                 self._stats["turns"] += 1
                 self._stats["fallback_turns"] += 1
                 self._stats["fallback_units"] += len(units)
-            return units
+            return Extraction(units, True)
         with self._lock:
             self._stats["turns"] += 1
             self._stats["llm_units"] += len(facts)
-        return facts
+        return Extraction(facts, False)

@@ -1,33 +1,92 @@
-"""Validation and normalisation of user input to `Memory.add` (all-or-nothing)."""
+"""Validation and normalisation of user input to `Memory` (all-or-nothing).
+
+Limits: a turn's text is at most `max_turn_chars` characters (Config, default 100,000), its
+`extra` at most that much as JSON; speaker, session_id and turn_id at most 200 characters. Text
+fields may not hold control characters other than tab, newline and carriage return, nor lone
+surrogates (text that is not valid UTF-8). Space names: see `validate_space`.
+"""
 from __future__ import annotations
 
+import json
+import re
+import unicodedata
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
+from .config import MAX_TURN_CHARS
 from .timeparse import parse_timestamp
 from .types import Turn
 
 _TURN_KEYS = {"session_id", "speaker", "text", "timestamp", "turn_id", "extra", "space"}
+MAX_SPACE_CHARS = 128
+MAX_ID_CHARS = 200  # speaker, session_id, turn_id
+_BAD_TEXT_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")  # C0 but \t\n\r; surrogates
+_BAD_SPACE_CHAR = re.compile("[\x00-\x1f\x7f-\x9f/\\\\\ud800-\udfff]")  # C0, DEL, C1; '/', '\\'; surrogates
 
 
 def validate_space(space: Any) -> str:
-    if not isinstance(space, str) or not space.strip():
+    """The space name, NFC-normalised and stripped, so spellings that normalise equal name the
+    same space; 1..128 characters, no control characters, `/` or `\\`; else ValueError."""
+    if not isinstance(space, str):
         raise ValueError(f"space: expected a non-empty string, got {space!r}")
-    return space
+    bad = _BAD_SPACE_CHAR.search(space)
+    if bad:
+        raise ValueError(f"space {space!r}: contains {_describe(bad.group())}; a space name may not hold "
+                         "control characters, '/' or '\\'")
+    name = unicodedata.normalize("NFC", space).strip()
+    if not name:
+        raise ValueError(f"space: expected a non-empty string, got {space!r}")
+    if len(name) > MAX_SPACE_CHARS:
+        raise ValueError(f"space {name[:20]!r}...: {len(name)} characters, more than {MAX_SPACE_CHARS}")
+    return name
 
 
-def _required_str(value: Any, where: str) -> str:
+def _describe(ch: str) -> str:
+    if "\ud800" <= ch <= "\udfff":
+        return f"lone surrogate U+{ord(ch):04X}"
+    if ch in "/\\":
+        return repr(ch)
+    return f"control character U+{ord(ch):04X}" + (" (NUL)" if ch == "\x00" else "")
+
+
+def check_text(value: str, where: str, max_chars: int, *, limit_name: str | None = None) -> str:
+    """`value` if it has at most `max_chars` characters and no control character other than
+    tab, newline and carriage return, nor a lone surrogate; else ValueError naming `where`."""
+    if len(value) > max_chars:
+        limit = f"{limit_name}={max_chars}" if limit_name else str(max_chars)
+        fix = "; split the text into several turns or raise max_turn_chars" if limit_name == "max_turn_chars" else ""
+        raise ValueError(f"{where}: {len(value)} characters, more than {limit}{fix}")
+    bad = _BAD_TEXT_CHAR.search(value)
+    if bad:
+        note = (" (not valid Unicode text: it cannot be encoded as UTF-8)" if "\ud800" <= bad.group() <= "\udfff"
+                else "; only tab, newline and carriage return are allowed")
+        raise ValueError(f"{where}: {_describe(bad.group())} at character {bad.start()}{note}")
+    return value
+
+
+def _required_str(value: Any, where: str, max_chars: int = MAX_ID_CHARS, limit_name: str | None = None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
+    return check_text(value, where, max_chars, limit_name=limit_name)
+
+
+def _turn_space(value: Any, space: str, where: str) -> None:
+    """A turn's own `space` must name the space it is added to (after normalisation)."""
+    try:
+        same = validate_space(value) == space
+    except ValueError:
+        same = False
+    if not same:
+        raise ValueError(f"{where}.space: turn belongs to space {value!r}, not {space!r}")
 
 
 def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default_tz: str,
-                    existing_ids: set[str] | None = None, next_seq: int = 0) -> list[Turn]:
+                    existing_ids: set[str] | None = None, next_seq: int = 0,
+                    max_turn_chars: int = MAX_TURN_CHARS) -> list[Turn]:
     """Check every item and return `Turn`s for `space`; raise ValueError naming the first bad
-    field (e.g. `turns[3].timestamp`) before anything is stored.
+    field (e.g. `turns[3].timestamp`) before anything is stored. Limits: see the module doc.
 
     Dicts need `session_id, speaker, text, timestamp`; `turn_id` and `extra` (a dict of
     JSON values, e.g. a photo caption under `blip_caption`) are optional. Missing turn ids
@@ -41,16 +100,16 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
     for i, item in enumerate(items):
         where = f"turns[{i}]"
         if isinstance(item, Turn):
-            if item.space not in ("default", space):
-                raise ValueError(f"{where}.space: turn belongs to space {item.space!r}, not {space!r}")
+            if item.space != "default":
+                _turn_space(item.space, space, where)
             fields = {"session_id": item.session_id, "speaker": item.speaker, "text": item.text,
                       "timestamp": item.timestamp, "turn_id": item.turn_id, "extra": item.extra}
         elif isinstance(item, Mapping):
             unknown = set(item) - _TURN_KEYS
             if unknown:
                 raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_TURN_KEYS)}")
-            if item.get("space") not in (None, space):
-                raise ValueError(f"{where}.space: turn belongs to space {item['space']!r}, not {space!r}")
+            if item.get("space") is not None:
+                _turn_space(item["space"], space, where)
             fields = dict(item)
         else:
             raise ValueError(f"{where}: expected a Turn or a dict, got {type(item).__name__}")
@@ -59,7 +118,7 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
                 raise ValueError(f"{where}.{name}: missing")
         session_id = _required_str(fields["session_id"], f"{where}.session_id")
         speaker = _required_str(fields["speaker"], f"{where}.speaker").strip()
-        text = _required_str(fields["text"], f"{where}.text").strip()
+        text = _required_str(fields["text"], f"{where}.text", max_turn_chars, "max_turn_chars").strip()
         try:
             timestamp = parse_timestamp(fields["timestamp"], default_tz)
         except ValueError as exc:
@@ -67,6 +126,12 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
         extra = fields.get("extra") or {}
         if not isinstance(extra, Mapping):
             raise ValueError(f"{where}.extra: expected a dict, got {type(extra).__name__}")
+        try:
+            size = len(json.dumps(dict(extra), sort_keys=True))  # as the store writes it
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}.extra: not JSON-serialisable ({exc})") from None
+        if size > max_turn_chars:
+            raise ValueError(f"{where}.extra: {size} characters as JSON, more than max_turn_chars={max_turn_chars}")
         turn_id = fields.get("turn_id")
         turn_id = f"t{next_seq + i}" if turn_id is None else _required_str(turn_id, f"{where}.turn_id")
         if turn_id in seen or (existing_ids and turn_id in existing_ids):

@@ -3,13 +3,12 @@ and raw turns, and its locks, kept in step with the store by every write.
 
 Writes change the views and every index in place (work proportional to the batch, never a
 rebuild) under the space's write lock, together with the store commit; searches hold the read
-lock. Writers of the space are serialised by `writer`, held by `Memory` across the whole
-write, so model inference and LLM calls never hold the read/write lock.
+lock. Writers of the space are serialised by the owner (`Memory` holds a mutex and a file
+lock across the whole write), so model inference and LLM calls never hold the read/write lock.
 """
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Callable
 
 import numpy as np
@@ -27,36 +26,55 @@ class LiveSpace:
     """Views, `SpaceIndex` and `TurnIndex` of one space with its locks.
 
     `broken` is set when a write failed half way (memory and store may disagree): the owner then
-    drops this object and opens the space again from the store.
+    drops this object and opens the space again from the store. `generation` is the store
+    generation the state reflects, updated under the write lock right after each commit, so a
+    reader holding the read lock that finds the store ahead knows another process wrote.
+    `unsaved_repair`: `open` repaired the views in memory but was not allowed to write (a
+    reader); a writer must open the space again before writing.
     """
 
     def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex, generation: int = 0,
                  saved: bool = False):
         self.name, self.views, self.index, self.turns = name, views, index, turns
-        self.writer = threading.Lock()
         self.rw = RWLock()
         self.broken = False
         self.generation = generation  # the store generation this state reflects
         self.saved_generation = generation if saved else None  # the one the derived files hold
+        self.unsaved_repair = False
 
     @classmethod
     def open(cls, store, space: str, config, text_dim: int, affect_dim: int,
-             encode: Callable[[list[str]], np.ndarray], root=None) -> "LiveSpace":
+             encode: Callable[[list[str]], np.ndarray], root=None, *, repair: bool = True) -> "LiveSpace":
         """Load the views, then the indexes: from the derived files under `root` when they hold
         this generation of the space, else built from the stored vectors (`encode` is used once
-        for turns stored before turn vectors were, format 2 stores, and the vectors kept)."""
-        amus = store.amus(space)
-        ids = [a.amu_id for a in amus]
-        if ids:
-            tv, av = store.amu_vector_pair(space, ids)
-        else:
-            tv, av = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
-        views = SpaceViews.load(store, space, config, amus, tv, av, text_dim, affect_dim)
+        for turns stored before turn vectors were, format 2 stores). Everything is read in one
+        snapshot of the store. Views that fail validation are rebuilt from the units; with
+        `repair` (the caller holds the space's write locks) the repaired views and any new turn
+        vectors are written back, else they stay in memory and `unsaved_repair` is set."""
+        with store.snapshot():
+            generation = store.generation(space)
+            amus = store.amus(space)
+            ids = [a.amu_id for a in amus]
+            if ids:
+                tv, av = store.amu_vector_pair(space, ids)
+            else:
+                tv, av = np.zeros((0, text_dim), np.float32), np.zeros((0, affect_dim), np.float32)
+            views = SpaceViews.load(store, space, config, amus, tv, av, text_dim, affect_dim)
+            turns = store.turns(space, extracted_only=True)
+            vecs = store.turn_vectors(space)
         payload, _ = views.pop_changes()
-        if any(p[1] or p[2] for p in payload):  # load repaired the views (changed or removed nodes)
+        repaired = any(p[1] or p[2] for p in payload)  # load repaired the views (changed or removed nodes)
+        if repaired and repair:
             store.save_views(space, payload)
-        generation = store.generation(space)
-        turns = store.turns(space, extracted_only=True)
+            generation = store.generation(space)
+        live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, root,
+                            generation, repair)
+        live.unsaved_repair = repaired and not repair
+        return live
+
+    @classmethod
+    def _indexes(cls, store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, root, generation,
+                 repair) -> "LiveSpace":
         found = None if root is None else derived.find(root, space, generation)
         if found is not None:
             try:
@@ -65,19 +83,19 @@ class LiveSpace:
             except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, rebuild
                 log.warning("space %s: derived files in %s not usable (%s); rebuilding the indexes", space, found, exc)
         index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max)
-        vecs = store.turn_vectors(space)
         missing = [t for t in turns if t.turn_id not in vecs]
         if missing:
-            log.info("space %s: encoding %d raw turns stored without vectors (once)", space, len(missing))
+            log.info("space %s: encoding %d raw turns stored without vectors", space, len(missing))
             new = encode([turn_text(t) for t in missing])
-            store.put_turn_vectors(space, [t.turn_id for t in missing], new)
+            if repair:
+                store.put_turn_vectors(space, [t.turn_id for t in missing], new)
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
         return cls(space, views, index, TurnIndex(text_dim, turns, matrix), generation)
 
     def save_derived(self, root, store) -> bool:
         """Write the indexes as derived files if the store is still at the generation this state
-        reflects and they are not saved yet (the caller holds `writer`). True if written."""
+        reflects and they are not saved yet (the caller holds the space's write locks). True if written."""
         if self.broken or self.saved_generation == self.generation or store.generation(self.name) != self.generation:
             return False
         with self.rw.write():  # saving merges BM25 postings in place
@@ -88,7 +106,7 @@ class LiveSpace:
     def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
                   affect_vecs: np.ndarray) -> None:
         """Insert the units of `turns` into the views, commit units, turn vectors and changed view
-        rows in one store transaction, then update the indexes (the caller holds `writer`)."""
+        rows in one store transaction, then update the indexes (the caller holds the space's write locks)."""
         with self.rw.write():
             try:
                 self.views.add(amus, text_vecs, affect_vecs)
@@ -96,6 +114,7 @@ class LiveSpace:
                 store.write_amus(self.name, amus, text_vecs, affect_vecs, [t.turn_id for t in turns],
                                  dims={"text_dim": self.views.event.dim, "affect_dim": self.views.affect.dim},
                                  turn_vecs=turn_vecs, views=payload)
+                self.generation = store.generation(self.name)
                 self.index.add_amus(amus, text_vecs, affect_vecs)
                 self.index.sync(changes)
                 self.turns.add(turns, turn_vecs)
@@ -103,23 +122,34 @@ class LiveSpace:
                 self.broken = True
                 raise
 
-    def remove_unit(self, store, amu_id: str) -> int:
-        """Delete one unit from the store, the views and the indexes; 1 if it was active."""
+    def forget(self, store, amu_ids: list[str], dropped_turns: list[str], rewritten: list[Turn],
+               rewritten_vecs: np.ndarray, cache_keys: list[str]) -> int:
+        """Remove units from the views (summaries above them recomputed), the indexes and the
+        store; drop turns, or replace them by `rewritten` (same ids, redacted text) with their new
+        `turn_text` vectors (n, d); and the vector-cache rows of `cache_keys`: one transaction
+        (the caller holds the space's write locks). Returns how many unit rows went."""
         with self.rw.write():
             try:
-                self.views.remove(amu_id)
+                self.views.forget(amu_ids)
                 payload, changes = self.views.pop_changes()
-                removed = int(store.delete_amu(self.name, amu_id, views=payload))
-                self.index.remove_amus([amu_id])
+                turns = {t: None for t in dropped_turns}
+                turns.update({t.turn_id: (t.text, t.extra, v) for t, v in zip(rewritten, rewritten_vecs)})
+                gone = store.forget(self.name, amu_ids, turns, views=payload, cache_keys=cache_keys)
+                self.generation = store.generation(self.name)
+                self.index.remove_amus(amu_ids)
                 self.index.sync(changes)
+                indexed = [i for i, t in enumerate(rewritten) if t.turn_id in self.turns.slot_of]  # extracted ones
+                self.turns.remove(dropped_turns)
+                self.turns.remove([t.turn_id for t in rewritten], keep_rank=True)
+                self.turns.add([rewritten[i] for i in indexed], np.asarray(rewritten_vecs)[indexed])
             except BaseException:
                 self.broken = True
                 raise
-        return removed
+        return gone
 
     def maintain(self, store, summariser=None) -> dict:
         """Session-end maintenance of the views, saved, with the indexes updated (the caller
-        holds `writer`). The structural pass runs under the write lock with extractive
+        holds the space's write locks). The structural pass runs under the write lock with extractive
         summaries and is committed; an LLM `summariser` is then called for the refreshed nodes
         outside the lock (deepest first, a parent seeing its children's new summaries) and the
         summaries are committed in a second short write."""
@@ -127,6 +157,7 @@ class LiveSpace:
             try:
                 report = self.views.maintain(None)
                 self.index.sync(self.views.save(store, self.name))
+                self.generation = store.generation(self.name)
             except BaseException:
                 self.broken = True
                 raise
@@ -141,6 +172,7 @@ class LiveSpace:
                 try:
                     self.views.set_summaries(texts)
                     self.index.sync(self.views.save(store, self.name))
+                    self.generation = store.generation(self.name)
                 except BaseException:
                     self.broken = True
                     raise

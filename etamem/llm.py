@@ -3,9 +3,16 @@
 Retries with exponential backoff on rate limits, 5xx, timeouts and connection errors;
 strict JSON parsing with one repair round; an SQLite response cache keyed by
 (model, messages, params); token and call accounting per stage.
+
+Errors: `LLMUnavailable` when no reply came (endpoint unreachable, timeouts, 408/429/5xx or a
+malformed HTTP body after the retries, or a request rejected with another status);
+`LLMJSONError` when a reply came but `complete_json` could not use it; `LLMError` (their base)
+for a reply without text. `complete_json` caches only replies it could use.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import email.utils
 import hashlib
 import json
@@ -31,8 +38,14 @@ class LLMError(RuntimeError):
     """The endpoint failed, refused the request or returned no usable reply."""
 
 
+class LLMUnavailable(LLMError):
+    """No reply: the endpoint was unreachable, timed out, kept answering 408/429/5xx (or a
+    malformed body) through the retries, or rejected the request (401, 400, ...). Asking again
+    later may work; the reply itself says nothing about the prompt."""
+
+
 class LLMJSONError(LLMError):
-    """The reply was not valid JSON, even after one repair attempt."""
+    """The reply was not valid JSON even after one repair attempt, or not of the expected form."""
 
 
 def _excerpt(text: str, n: int = _EXCERPT) -> str:
@@ -54,7 +67,9 @@ def parse_json_strict(text: str) -> Any:
 
 
 class _ResponseCache:
-    """SQLite store of raw replies (WAL mode, one connection shared under a lock)."""
+    """SQLite store of raw replies (WAL mode, one connection shared under a lock), each with its
+    request's text and the refs (`cache_refs`) of the calls that made or reused it, so that
+    deleting a space or a turn finds what was built from it (`forget_cached`)."""
 
     def __init__(self, path: str) -> None:
         directory = os.path.dirname(os.path.abspath(path))
@@ -63,13 +78,22 @@ class _ResponseCache:
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL,"
-                " prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
-                " created REAL NOT NULL)"
-            )
-            self._conn.commit()
+            self.create(self._conn)
+
+    @staticmethod
+    def create(conn: sqlite3.Connection) -> None:
+        """Tables (and the columns added since a cache was first written); deleted rows zeroed."""
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS responses ("
+            " key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL,"
+            " prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
+            " created REAL NOT NULL, request TEXT NOT NULL DEFAULT '')"
+        )
+        if "request" not in {r[1] for r in conn.execute("PRAGMA table_info(responses)")}:
+            conn.execute("ALTER TABLE responses ADD COLUMN request TEXT NOT NULL DEFAULT ''")
+        conn.execute("CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, ref TEXT NOT NULL, PRIMARY KEY (ref, key))")
+        conn.commit()
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         with self._lock:
@@ -79,12 +103,28 @@ class _ResponseCache:
             ).fetchone()
         return None if row is None else (row[0], int(row[1]), int(row[2]))
 
-    def put(self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> None:
+    def put(self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int,
+            request: str = "", refs: tuple[str, ...] = ()) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
-                (key, model, text, prompt_tokens, completion_tokens, time.time()),
+                "INSERT OR REPLACE INTO responses (key, model, response, prompt_tokens, completion_tokens, created,"
+                " request) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, model, text, prompt_tokens, completion_tokens, time.time(), request),
             )
+            self._conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(key, r) for r in refs])
+            self._conn.commit()
+
+    def add_refs(self, key: str, refs: tuple[str, ...]) -> None:
+        """Tag an entry reused by another call (e.g. the same request from another space)."""
+        if refs:
+            with self._lock:
+                self._conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(key, r) for r in refs])
+                self._conn.commit()
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM responses WHERE key = ?", (key,))
+            self._conn.execute("DELETE FROM refs WHERE key = ?", (key,))
             self._conn.commit()
 
     def close(self) -> None:
@@ -192,7 +232,18 @@ class LLMClient:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def complete(self, messages: list[dict], *, stage: str, **params: Any) -> str:
-        """Return the reply text for `messages`; `params` go to chat.completions.create."""
+        """Return the reply text for `messages` (cached); `params` go to chat.completions.create.
+
+        Raises `LLMUnavailable` when no reply came after the retries, `LLMError` for a reply
+        without text."""
+        text, _, entry = self._fetch(messages, stage, params)
+        self._remember([entry])
+        return text
+
+    def _fetch(self, messages: list[dict], stage: str, params: dict) -> tuple[str, str | None, tuple | None]:
+        """(reply text, cache key or None without a cache, cache entry to store or None on a hit):
+        from the cache, else from the endpoint. The caller decides whether to store the entry."""
+        params = dict(params)
         temperature = params.pop("temperature", self.temperature)
         max_tokens = params.pop("max_tokens", self.max_tokens)
         key = None
@@ -201,13 +252,21 @@ class LLMClient:
             hit = self._cache.get(key)
             if hit is not None:
                 self._account(stage, cached=True)
-                return hit[0]
+                self._cache.add_refs(key, current_refs())
+                return hit[0], key, None
         response = self._request_with_retries(messages, temperature, max_tokens, params, stage)
         text, prompt_tokens, completion_tokens = self._read_response(response, stage)
         self._account(stage, cached=False, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        if key is not None:
-            self._cache.put(key, self.model, text, prompt_tokens, completion_tokens)
-        return text
+        request = "\n\n".join(str(m.get("content", "")) for m in messages)  # searched by `forget_cached`
+        entry = None if key is None else (key, self.model, text, prompt_tokens, completion_tokens, request,
+                                          current_refs())
+        return text, key, entry
+
+    def _remember(self, entries: list[tuple | None]) -> None:
+        if self._cache is not None:
+            for entry in entries:
+                if entry is not None:
+                    self._cache.put(*entry)
 
     def _request_with_retries(
         self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict, stage: str
@@ -228,7 +287,7 @@ class LLMClient:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if not (status == 408 or status == 429 or status >= 500):
-                    raise LLMError(
+                    raise LLMUnavailable(
                         f"LLM request rejected (stage {stage!r}, model {self.model!r}): "
                         f"HTTP {status}: {_excerpt(_body_text(exc))}"
                     ) from exc
@@ -237,6 +296,8 @@ class LLMClient:
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection error"
                 last, reason, retry_after = exc, kind, None
+            except json.JSONDecodeError as exc:  # an HTTP 200 whose body is not JSON (proxy page, cut off)
+                last, reason, retry_after = exc, "malformed response body", None
             if attempt + 1 >= attempts:
                 break
             delay = min(self.backoff_s * (2**attempt), self.backoff_max_s)
@@ -246,7 +307,7 @@ class LLMClient:
                 "LLM %s (stage %s), retry %d/%d in %.2fs", reason, stage, attempt + 1, self.max_retries, delay
             )
             self._sleep(delay)
-        raise LLMError(
+        raise LLMUnavailable(
             f"LLM request failed after {attempts} attempt(s) (stage {stage!r}, model {self.model!r}): "
             f"{_describe(last)}"
         ) from last
@@ -266,32 +327,63 @@ class LLMClient:
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         return text, prompt_tokens, completion_tokens
 
-    def complete_json(self, messages: list[dict], *, stage: str, **params: Any) -> Any:
-        """Complete and parse the reply as strict JSON, with one repair round."""
-        text = self.complete(messages, stage=stage, **params)
+    def complete_json(self, messages: list[dict], *, stage: str,
+                      validate: Callable[[Any], Any] | None = None, **params: Any) -> Any:
+        """Complete and parse the reply as strict JSON, with one repair round.
+
+        `validate(parsed)` returns the value to hand back, or raises ValueError when the JSON
+        is not of the expected form (`LLMJSONError`, no repair round). Only usable replies are
+        cached: a reply that is not JSON only together with a repair that parsed and validated;
+        on `LLMJSONError` nothing is stored (and cache entries that replayed into it, e.g. left by
+        an older version, are dropped), so a rerun asks again. `LLMUnavailable`: no reply came."""
+        keys: list[str | None] = []
+        entries: list[tuple | None] = []
         try:
-            return parse_json_strict(text)
-        except ValueError as exc:
-            error = str(exc)
-        log.info("LLM reply for stage %s was not valid JSON (%s); asking for a repair", stage, error)
-        repair = list(messages) + [
-            {"role": "assistant", "content": text},
-            {
-                "role": "user",
-                "content": (
-                    f"Your reply was not valid JSON ({error}). "
-                    "Reply with only the corrected JSON, no explanation and no code fence."
-                ),
-            },
-        ]
-        fixed = self.complete(repair, stage=stage, **params)
-        try:
-            return parse_json_strict(fixed)
-        except ValueError as exc:
-            raise LLMJSONError(
-                f"LLM reply for stage {stage!r} is not valid JSON after one repair attempt "
-                f"({exc}); reply began: {_excerpt(fixed, 120)!r}; first reply began: {_excerpt(text, 120)!r}"
-            ) from exc
+            text, key, entry = self._fetch(messages, stage, params)
+            keys.append(key)
+            entries.append(entry)
+            try:
+                value = parse_json_strict(text)
+            except ValueError as exc:
+                error = str(exc)
+                log.info("LLM reply for stage %s was not valid JSON (%s); asking for a repair", stage, error)
+                repair = list(messages) + [
+                    {"role": "assistant", "content": text},
+                    {
+                        "role": "user",
+                        "content": (
+                            f"Your reply was not valid JSON ({error}). "
+                            "Reply with only the corrected JSON, no explanation and no code fence."
+                        ),
+                    },
+                ]
+                first, (text, key, entry) = text, self._fetch(repair, stage, params)
+                keys.append(key)
+                entries.append(entry)
+                try:
+                    value = parse_json_strict(text)
+                except ValueError as exc2:
+                    raise LLMJSONError(
+                        f"LLM reply for stage {stage!r} is not valid JSON after one repair attempt "
+                        f"({exc2}); reply began: {_excerpt(text, 120)!r}; first reply began: "
+                        f"{_excerpt(first, 120)!r}"
+                    ) from exc2
+            if validate is not None:
+                try:
+                    value = validate(value)
+                except ValueError as exc:
+                    raise LLMJSONError(
+                        f"LLM reply for stage {stage!r} is JSON but not of the expected form ({exc}); "
+                        f"reply began: {_excerpt(text, 120)!r}"
+                    ) from exc
+        except LLMJSONError:
+            if self._cache is not None:
+                for key in keys:
+                    if key is not None:
+                        self._cache.delete(key)
+            raise
+        self._remember(entries)  # the pair (bad reply, repair) replays to the same value
+        return value
 
     def close(self) -> None:
         """Close the HTTP client and the cache."""
@@ -353,3 +445,62 @@ def _retry_after_s(response: Any) -> float | None:
     if when is None:
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+# --- forgetting (DESIGN §11): cache entries built from deleted text --------------------------
+_REFS: "contextvars.ContextVar[tuple[str, ...]]" = contextvars.ContextVar("etamem_llm_cache_refs", default=())
+
+
+@contextlib.contextmanager
+def cache_refs(*refs: str):
+    """Tag the LLM calls made inside (this thread / task) with `refs`, e.g. `space:<name>` and
+    `turn:<space>/<turn id>`, so that deleting a space or a turn finds the cache entries built
+    from it (`forget_cached`)."""
+    token = _REFS.set(_REFS.get() + tuple(refs))
+    try:
+        yield
+    finally:
+        _REFS.reset(token)
+
+
+def current_refs() -> tuple[str, ...]:
+    return _REFS.get()
+
+
+def forget_cached(path: str, space: str, texts: list[str] | None, turn_ids: list[str] | None) -> int:
+    """Delete the response-cache entries of `path` built from forgotten text: with `texts`
+    None, every entry tagged with the space; else the extraction entries tagged with one of
+    the turns, every other entry of the space (summaries and answers aggregate many texts and
+    may paraphrase: they are recomputed when needed), and any entry whose request or reply
+    contains one of `texts`. Deleted rows are zeroed and the WAL truncated. Returns how many
+    entries went."""
+    if not os.path.exists(path):
+        return 0
+    conn = sqlite3.connect(path, timeout=30.0)
+    try:
+        _ResponseCache.create(conn)
+        if texts is None:
+            refs = [f"space:{space}"]
+        else:
+            refs = [f"turn:{space}/{t}" for t in turn_ids or []]
+        keys = {r[0] for ref in refs for r in conn.execute("SELECT key FROM refs WHERE ref=?", (ref,))}
+        if texts is not None:  # the space's entries that are not a turn's extraction
+            keys.update(r[0] for r in conn.execute(
+                "SELECT key FROM refs WHERE ref=? AND key NOT IN (SELECT key FROM refs WHERE ref LIKE ? ESCAPE '\\')",
+                (f"space:{space}", _like_prefix(f"turn:{space}/"))))
+        for text in texts or []:
+            if text:
+                keys.update(r[0] for r in conn.execute(
+                    "SELECT key FROM responses WHERE instr(request, ?) > 0 OR instr(response, ?) > 0", (text, text)))
+        with conn:
+            conn.executemany("DELETE FROM responses WHERE key=?", [(k,) for k in keys])
+            conn.executemany("DELETE FROM refs WHERE key=?", [(k,) for k in keys])
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return len(keys)
+    finally:
+        conn.close()
+
+
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching strings that start with `prefix` (its % and _ escaped)."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

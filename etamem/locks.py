@@ -3,13 +3,20 @@
 Searches of a space share its `RWLock`; the in-memory changes of a write (views, indexes,
 the store commit) take it alone for milliseconds. Writers of one space are also serialised
 by a plain mutex held across their whole write, model inference and LLM calls included,
-which never blocks readers of that space or anyone in another space.
+which never blocks readers of that space or anyone in another space. Across processes (or
+several `Memory` objects on one store) the writer of a space also holds a `SpaceFileLock`.
 """
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
+
+log = logging.getLogger(__name__)
 
 
 class RWLock:
@@ -52,3 +59,39 @@ class RWLock:
             with self._cond:
                 self._writer = False
                 self._cond.notify_all()
+
+
+class SpaceFileLock:
+    """One writer per space across processes: an exclusive `flock` on
+    `<root>/locks/<hash of space>.lock`, held for a whole write. `root=None` (an in-memory
+    store, private to its process) locks nothing. Where `fcntl` is missing (Windows) it locks
+    nothing either, with one warning: run one writing process per store there."""
+
+    def __init__(self, root: str | os.PathLike | None):
+        self.dir = None if root is None else Path(root) / "locks"
+        try:
+            import fcntl  # noqa: F401
+            self._fcntl = fcntl
+        except ImportError:  # pragma: no cover - not on Linux/macOS
+            self._fcntl = None
+            if self.dir is not None:
+                log.warning("no fcntl here: writers in several processes are not serialised")
+
+    def path(self, space: str) -> Path | None:
+        if self.dir is None:
+            return None
+        return self.dir / (hashlib.blake2b(space.encode("utf-8"), digest_size=10).hexdigest() + ".lock")
+
+    @contextmanager
+    def hold(self, space: str) -> Iterator[None]:
+        path = self.path(space)
+        if path is None or self._fcntl is None:
+            yield
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self._fcntl.flock(fd, self._fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock

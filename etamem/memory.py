@@ -6,10 +6,12 @@
     ans = mem.answer("question", space="user-42", now="2023-06-01")
 
 Models (text encoder, affect tagger, LLM) load lazily on first use and can be injected.
-All public methods are thread-safe. Each space is a `LiveSpace`: writes update its views and
-indexes in place (never a rebuild per write) under its write lock; searches share its read
-lock; writers of one space are serialised by its writer mutex, held while models and the LLM
-run, which blocks neither searches nor other spaces.
+All public methods are thread-safe, and several processes may use one store. Each space is a
+`LiveSpace`: writes update its views and indexes in place (never a rebuild per write) under
+its write lock; searches share its read lock; writers of one space are serialised by a mutex
+and, across processes, a file lock (`SpaceFileLock`), held while models and the LLM run,
+which blocks neither searches nor other spaces. A space whose store generation moved (another
+process wrote) is opened again from the store before it is read or written.
 """
 from __future__ import annotations
 
@@ -23,12 +25,15 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 
 from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
 from .inputs import normalise_turns, validate_space
 from .live_space import LiveSpace
+from .locks import SpaceFileLock
 from .store import Store
 from .threads import blas_threads
 from .timeparse import parse_timestamp
@@ -64,6 +69,9 @@ class Memory:
         self._extractor = extractor
         self._live: dict[str, LiveSpace] = {}
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
+        self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
+        self._file_lock = SpaceFileLock(self.path)  # the same, across processes
+        self._identity_checked: set[str] = set()  # "text", "affect": model identity checked against the store
         self.extraction_stats = {"turns": 0, "amus": 0}  # LLM fallbacks: LLMExtractor.stats
         # accumulated seconds per write stage: extract, encode, tag, views (views, indexes and
         # the store commit, under the write lock), store (raw turns)
@@ -75,6 +83,7 @@ class Memory:
         with self._lock:
             if self._text_encoder is None:
                 self._text_encoder = make_text_encoder(self.config, persist=self.store)
+            self._check_identity("text", self._text_encoder)
             return self._text_encoder
 
     @property
@@ -84,7 +93,34 @@ class Memory:
                 from .affect import make_affect_tagger
 
                 self._affect_tagger = make_affect_tagger(self.config, self.text_encoder)
+            self._check_identity("affect", self._affect_tagger)
             return self._affect_tagger
+
+    def _check_identity(self, kind: str, model) -> None:
+        """The store's vectors were made by one text encoder and one affect tagger (DESIGN §11);
+        the first ones used record themselves, others raise ValueError naming both."""
+        if kind in self._identity_checked:
+            return
+        name_key, dim_key = ("text_encoder", "text_dim") if kind == "text" else ("affect_tagger", "affect_dim")
+        mine = {name_key: str(model.name), dim_key: str(int(model.dim))}
+        saved = {k: v for k, v in self.store.models().items() if k in mine}
+        if not saved:
+            with self.store.transaction() as cur:  # check again and record atomically (another process may)
+                saved = dict(cur.execute(f"SELECT key, value FROM meta WHERE key IN ('{name_key}', '{dim_key}')")
+                             .fetchall())
+                if not saved:
+                    self.store.set_models(mine, cur=cur)
+        if saved and saved != mine:
+            from .reindex import PENDING_KEY
+
+            what = "text encoder" if kind == "text" else "affect tagger"
+            if self.store.get_meta(PENDING_KEY):
+                what += f" (a reindex to {self.store.get_meta(PENDING_KEY)} was interrupted: run it again)"
+            raise ValueError(
+                f"{what}: the store {self.store.path or '(in memory)'} was built with {saved[name_key]!r} "
+                f"(dim {saved[dim_key]}), this Memory uses {mine[name_key]!r} (dim {mine[dim_key]}); configure "
+                f"the same model, or re-encode the store with `etamem reindex` (Memory.reindex)")
+        self._identity_checked.add(kind)
 
     @property
     def llm(self):
@@ -93,8 +129,7 @@ class Memory:
             if not self._llm_resolved:
                 from .llm import LLMClient
 
-                cache = None if self.path is None else str(self.path / LLM_CACHE_FILE)
-                self._llm = LLMClient.from_config(self.config, cache_path=cache)
+                self._llm = LLMClient.from_config(self.config, cache_path=self._llm_cache_path())
                 self._llm_resolved = True
             return self._llm
 
@@ -126,31 +161,51 @@ class Memory:
                 self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - t0
 
     @contextmanager
-    def _writing(self, live: LiveSpace):
-        """Hold the space's writer mutex; afterwards the live state reflects the store's current
-        generation (every write path keeps memory and store in step, or marks the space broken)."""
-        with live.writer:
-            try:
-                yield
-            finally:
-                live.generation = self.store.generation(live.name)
+    def _locked(self, space: str):
+        """The space's writer mutex, then its file lock (other processes)."""
+        with self._lock:
+            writer = self._writers.setdefault(space, threading.Lock())
+        with writer, self._file_lock.hold(space):
+            yield
 
-    def _space(self, space: str) -> LiveSpace:
-        """The live space (opened from the store on first use, or again after a failed write)."""
+    @contextmanager
+    def _writing(self, space: str):
+        """Hold the space's write locks and yield its live state, current with the store (opened
+        again if another process wrote, a write failed, or an open could not save a repair)."""
+        from .llm import cache_refs
+
+        with self._locked(space), cache_refs(f"space:{space}"):  # LLM calls of the write tagged with the space
+            yield self._space(space, writing=True)
+
+    def _current(self, live: LiveSpace | None) -> bool:
+        """Usable as is: not broken and at the store's generation (checked under its read lock, so
+        a write of this process between its commit and its state update is never mistaken for
+        another process's)."""
+        if live is None or live.broken:
+            return False
+        with live.rw.read():
+            return live.generation == self.store.generation(live.name)
+
+    def _space(self, space: str, *, writing: bool = False) -> LiveSpace:
+        """The live space, opened from the store on first use and again whenever it is not
+        current; `writing`: the caller holds the write locks (repairs found on open are saved)."""
         live = self._live.get(space)
-        if live is not None and not live.broken:
+        if self._current(live) and not (writing and live.unsaved_repair):
             return live
         with self._lock:
             opening = self._opening.setdefault(space, threading.Lock())
         with opening:
             live = self._live.get(space)
-            if live is None or live.broken:
+            if not self._current(live) or (writing and live.unsaved_repair):
+                if live is not None and not live.broken:
+                    log.info("space %s: the store moved to generation %d (another process wrote); reloading",
+                             space, self.store.generation(space))
                 text_dim = self.store.get_space_meta(space, "text_dim")
                 affect_dim = self.store.get_space_meta(space, "affect_dim")
                 text_dim = int(text_dim) if text_dim else self.text_encoder.dim
                 affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
                 live = LiveSpace.open(self.store, space, self.config, text_dim, affect_dim,
-                                      lambda texts: self.text_encoder.encode(texts), root=self.path)
+                                      lambda texts: self.text_encoder.encode(texts), root=self.path, repair=writing)
                 with self._lock:
                     self._live[space] = live
             return live
@@ -173,30 +228,30 @@ class Memory:
         items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
         if not items:
             return []
-        live = self._space(space)
-        with self._writing(live):
+        limits = {"default_tz": self.config.default_timezone, "max_turn_chars": self.config.max_turn_chars}
+        normalise_turns(items, space, **limits)  # bad input fails here, before any lock or store access
+        with self._writing(space) as live:
             with self._timed("store"):
-                ids = [it.turn_id if isinstance(it, Turn) else it.get("turn_id") for it in items]
-                ids = [str(i) for i in ids if i is not None]
-                existing = self.store.existing_turn_ids(space, ids)
                 next_seq = self.store.next_turn_seq(space)
-                clean = normalise_turns(items, space, default_tz=self.config.default_timezone,
-                                        existing_ids=existing, next_seq=next_seq)
+                clean = normalise_turns(items, space, next_seq=next_seq, **limits)
+                existing = self.store.existing_turn_ids(space, [t.turn_id for t in clean])
+                for i, t in enumerate(clean):
+                    if t.turn_id in existing:
+                        raise ValueError(f"turns[{i}].turn_id: {t.turn_id!r} is already stored in space {space!r}")
                 self.store.insert_turns(clean, first_seq=next_seq)
             return self._process_pending(space, live)
 
     def flush(self, space: str = "default") -> list[AMU]:
         """Process any pending turns of the space (e.g. after a model failure)."""
-        live = self._space(self._known_space(space))
-        with self._writing(live):
+        with self._writing(self._known_space(space)) as live:
             return self._process_pending(live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance); returns their ids."""
-        live = self._space(self._known_space(space))
-        with self._writing(live):
+        with self._writing(self._known_space(space)) as live:
             self._process_pending(live.name, live)
-            open_ids = self.store.open_sessions(live.name)
+            waiting = {t.session_id for t in self.store.turns(live.name, pending_only=True)}  # e.g. LLM down
+            open_ids = [s for s in self.store.open_sessions(live.name) if s not in waiting]
             self._end_sessions(live, open_ids)
             return open_ids
 
@@ -213,7 +268,15 @@ class Memory:
 
     def _process_pending(self, space: str, live: LiveSpace) -> list[AMU]:
         """Extract, encode and tag the pending turns session by session, then hand each batch
-        to the live space (the caller holds `live.writer`)."""
+        to the live space (the caller holds the space's write locks).
+
+        When the LLM gives no reply (`ExtractionUnavailable`: unreachable, timeouts, 429/5xx
+        after the client's retries, a rejected request) processing stops at that batch: nothing
+        of it is written, it and later sessions stay pending (session order is kept), a warning
+        is logged and `stats()["extraction"]["unavailable"]` counted; the AMUs made so far are
+        returned and the next `add`/`flush` tries again. Other failures propagate."""
+        from .extraction import ExtractionUnavailable
+
         pending = self.store.turns(space, pending_only=True)
         groups = [(sid, list(g)) for sid, g in groupby(pending, key=lambda t: t.session_id)]
         new: list[AMU] = []
@@ -221,11 +284,20 @@ class Memory:
             # a session ends when a new one arrives and none of its turns are still to come
             still_pending = {sid for sid, _ in groups[i:]}
             self._end_sessions(live, [s for s in self.store.open_sessions(space) if s not in still_pending])
-            new.extend(self._extract_and_store(live, group))
+            try:
+                new.extend(self._extract_and_store(live, group))
+            except ExtractionUnavailable as exc:
+                with self._lock:
+                    self.extraction_stats["unavailable"] = self.extraction_stats.get("unavailable", 0) + 1
+                log.warning("space %s: extraction deferred, the LLM gave no reply (%s); %d turns stay pending "
+                            "until the next add/flush", space, exc, sum(len(g) for _, g in groups[i:]))
+                break
         return new
 
     def _extract_and_store(self, live: LiveSpace, turns: list[Turn]) -> list[AMU]:
         from .retrieval import turn_text
+
+        from .llm import cache_refs
 
         space = live.name
         extractor = self.extractor
@@ -233,8 +305,10 @@ class Memory:
         with self._timed("extract"):
             for i, turn in enumerate(turns):
                 context = turns[max(0, i - 4):i]
-                for k, text in enumerate(extractor.extract(turn, context)):
-                    drafts.append((turn, k, text))
+                # LLM cache entries are tagged with every turn whose text the prompt holds (forgetting)
+                with cache_refs(*(f"turn:{space}/{t.turn_id}" for t in [*context, turn])):
+                    units = extractor.extract(turn, context)
+                drafts.extend((turn, k, text) for k, text in enumerate(units))
         texts = [d[2] for d in drafts]
         with self._timed("encode"):  # units and raw turns in one call: turn vectors are encoded once, here
             vecs = self.text_encoder.encode(texts + [turn_text(t) for t in turns])
@@ -260,14 +334,29 @@ class Memory:
 
     def _known_space(self, space: str) -> str:
         space = validate_space(space)
-        if space not in self._live and not self.store.has_space(space):
+        if not self.store.has_space(space):
             raise ValueError(f"space: unknown space {space!r} (known: {self.store.spaces()})")
         return space
 
     def stats(self, space: str = "default") -> dict:
         """Per-view shape of a space: AMUs, nodes, leaves, depth, fan-out, thresholds (event,
-        affect), months/weeks/days/sessions (time), plus turn and AMU counts."""
+        affect), months/weeks/days/sessions (time), plus turn and AMU counts, and `extraction`:
+        the extractor's class (None if it cannot be built), its counters since this Memory opened (all spaces: `turns`
+        extracted — again after a deferral —, `llm_units`, `fallback_turns` / `fallback_units`
+        made by the rule fallback for unusable LLM replies; zeros for extractors without
+        counters), `unavailable` (times extraction was deferred because the LLM gave no reply)
+        and this space's `pending_turns`."""
         live = self._space(self._known_space(space))
+        try:
+            extractor = self.extractor  # the one writes use (built if needed: no model call)
+        except ValueError:  # extractor="llm" without a model: writes would raise the same
+            extractor = None
+        with self._lock:
+            unavailable = self.extraction_stats.get("unavailable", 0)
+        counts = dict(getattr(extractor, "stats", None) or {})
+        extraction = {"extractor": None if extractor is None else type(extractor).__name__,
+                      **{k: int(counts.get(k, 0)) for k in ("turns", "llm_units", "fallback_turns", "fallback_units")},
+                      "unavailable": unavailable, "pending_turns": self.store.count_pending(live.name)}
         with live.rw.read():
             views = live.views
             counters = [views.event.stats, views.affect.stats, views.time.stats]
@@ -279,7 +368,7 @@ class Memory:
                 "summary_delta": self.config.summary_delta,
             }
             return {"space": live.name, "turns": construction["turns"], "amus": self.store.count_amus(live.name),
-                    "views": views.shape(), "construction": construction}
+                    "views": views.shape(), "construction": construction, "extraction": extraction}
 
     def index_info(self, space: str = "default") -> dict:
         """The space's live indexes: `generation` (the store write they reflect), `saved` (the
@@ -305,26 +394,89 @@ class Memory:
         """Raw stored turns of a space in arrival order."""
         return self.store.turns(self._known_space(space), turn_ids=turn_ids)
 
-    def delete(self, space: str = "default", amu_id: str | None = None) -> int:
-        """Delete one AMU (marked deleted, vectors dropped, gone from views and indexes) or, with
-        amu_id=None, everything stored for the space (turns, AMUs, vectors, sessions). Returns
-        how many AMUs went."""
-        live = self._space(self._known_space(space))
-        with self._writing(live):
-            if amu_id is None:
-                with live.rw.write():
-                    n = self.store.count_amus(live.name)
-                    self.store.delete_space(live.name)
-                    if self.path is not None:
-                        derived.drop(self.path, live.name)
-                    live.broken = True  # any holder of this object must not use it again
-                    with self._lock:
-                        self._live.pop(live.name, None)
-                return n
-            if not self.store.amus(live.name, status=None, amu_ids=[amu_id]):
-                raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+    def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
+        """Forget: one unit (`amu_id`), one turn and every unit drawn from it (`turn_id`), or,
+        with neither, the whole space. Returns how many units went. The text leaves every copy
+        (DESIGN §11): unit and turn rows and vectors, the vector cache, LLM cache entries built
+        from it, node summaries above the units (recomputed), the search indexes and their
+        derived files; deleted rows are zeroed (`secure_delete`) and the write-ahead log is
+        truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
+        when they cannot be told apart, the whole turn goes with its units. KeyError when the
+        unit or turn is not there."""
+        from .encoders import text_hash
+        from .forget import redact
+        from .retrieval import turn_text
+
+        if amu_id is not None and turn_id is not None:
+            raise ValueError("delete: give amu_id or turn_id, not both")
+        space = self._known_space(space)
+        with self._writing(space) as live:
+            if amu_id is None and turn_id is None:
+                return self._delete_space(live)
+            if amu_id is not None:
+                units = self.store.amus(space, status=None, amu_ids=[str(amu_id)])
+                if not units:
+                    raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+                sources = self.store.turns(space, turn_ids=sorted(set(units[0].source_turn_ids)))
+            else:
+                sources = self.store.turns(space, turn_ids=[str(turn_id)])
+                if not sources:
+                    raise KeyError(f"no turn {turn_id!r} in space {space!r}")
+                units = []
+            dropped, rewritten, quoted = [], [], [u.text for u in units]
+            for turn in sources:
+                new, cut = (None, [turn.text]) if turn_id is not None else redact(turn, quoted)
+                quoted += cut
+                if new is None:
+                    dropped.append(turn.turn_id)
+                else:
+                    rewritten.append(new)
+            if dropped:  # units drawn from a turn that goes go with it
+                have = {u.amu_id for u in units}
+                units += [u for u in self.store.amus_of_turns(space, dropped) if u.amu_id not in have]
+                quoted += [u.text for u in units if u.text not in quoted]
+            new_turns = rewritten
+            vecs = self.text_encoder.encode([turn_text(t) for t in new_turns]) if new_turns else np.zeros((0, 0), np.float32)
+            keys = [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in sources]
             with blas_threads(self.config.blas_threads):
-                return live.remove_unit(self.store, amu_id)
+                gone = live.forget(self.store, [u.amu_id for u in units], dropped, new_turns, vecs, keys)
+            self._after_forget(space, quoted, [t.turn_id for t in sources])
+            return gone
+
+    def _delete_space(self, live: LiveSpace) -> int:
+        from .encoders import text_hash
+        from .retrieval import turn_text
+
+        space = live.name
+        with live.rw.write():
+            units, turns = self.store.amus(space, status=None), self.store.turns(space)
+            keys = [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in turns]
+            self.store.delete_space(space, cache_keys=keys)
+            live.broken = True  # any holder of this object must not use it again
+            with self._lock:
+                self._live.pop(space, None)
+        self._after_forget(space, None, None)
+        return len(units)
+
+    def _after_forget(self, space: str, texts: list[str] | None, turn_ids: list[str] | None) -> None:
+        """The copies outside the store's rows: derived files (rewritten at the next checkpoint),
+        LLM cache entries (all of the space's when `texts` is None), the WAL files."""
+        if self.path is not None:
+            derived.drop(self.path, space)
+        from .llm import forget_cached
+
+        cache = self._llm_cache_path()
+        if cache is not None:
+            n = forget_cached(cache, space, texts, turn_ids)
+            log.info("space %s: %d LLM cache entries forgotten", space, n)
+        if not self.store.truncate_wal():
+            log.warning("the store's write-ahead log could not be truncated now (another connection is "
+                        "reading); deleted text leaves it at the next checkpoint")
+
+    def _llm_cache_path(self) -> str | None:
+        if self.config.llm_cache_path:
+            return self.config.llm_cache_path
+        return None if self.path is None else str(self.path / LLM_CACHE_FILE)
 
     # --- search and answers ----------------------------------------------------------------
     def _encode_query(self, query: str):
@@ -380,6 +532,12 @@ class Memory:
         dates and views, their source turns, Time summaries) when an LLM is configured, else
         the best evidence sentences with a note saying no LLM is configured. If the LLM says
         the memories lack the answer, it is asked once more with raw turns added."""
+        from .llm import cache_refs
+
+        with cache_refs(f"space:{validate_space(space)}"):  # the answer's LLM cache entries belong to the space
+            return self._answer(question, space, now, top_k)
+
+    def _answer(self, question: str, space: str, now, top_k: int | None) -> Answer:
         from .answering import says_missing
 
         when = None if now is None else parse_timestamp(now, self.config.default_timezone)
@@ -428,6 +586,35 @@ class Memory:
         lines = [f"{k[2:]}: {forest.nodes[k].summary}" for k in keys if forest.nodes[k].summary]
         return "\n".join(lines)
 
+    def reindex(self) -> dict[str, dict]:
+        """Re-encode every space of the store with this Memory's text encoder and affect tagger
+        (see `etamem.reindex`) and record them as the store's models; returns counts per space.
+        The store must not be in use by another process meanwhile for searches to stay right."""
+        import json
+
+        from .reindex import PENDING_KEY, reindex_space
+
+        with self._lock:
+            self._identity_checked.update(("text", "affect"))  # the point is to change them
+        enc, tagger = self.text_encoder, self.affect_tagger
+        mine = {"text_encoder": enc.name, "text_dim": enc.dim, "affect_tagger": tagger.name, "affect_dim": tagger.dim}
+        self.store.set_meta(PENDING_KEY, json.dumps(mine, sort_keys=True))
+        out = {}
+        for space in self.store.spaces():
+            with self._locked(space):
+                with blas_threads(self.config.blas_threads):
+                    out[space] = reindex_space(self.store, space, self.config, enc, tagger)
+                with self._lock:
+                    live = self._live.pop(space, None)
+                if live is not None:
+                    live.broken = True
+                if self.path is not None:
+                    derived.drop(self.path, space)
+        with self.store.transaction() as cur:
+            self.store.set_models(mine, cur=cur)
+            cur.execute("DELETE FROM meta WHERE key=?", (PENDING_KEY,))
+        return out
+
     # --- lifecycle ----------------------------------------------------------------------------
     def checkpoint(self) -> list[str]:
         """Save the search indexes of the spaces changed since they were last saved as derived
@@ -437,7 +624,7 @@ class Memory:
             return []
         written = []
         for live in list(self._live.values()):
-            with live.writer:
+            with self._locked(live.name):
                 if live.save_derived(self.path, self.store):
                     written.append(live.name)
         return written

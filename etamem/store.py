@@ -2,7 +2,9 @@
 
 The store knows no algorithm. Timestamps are kept as ISO 8601 strings plus epoch seconds;
 vectors as little-endian float32 blobs; lists as JSON. No pickle. Every write that belongs
-together is one transaction.
+together is one transaction (`BEGIN IMMEDIATE`: one writer at a time across processes; others
+wait up to `BUSY_TIMEOUT_S`). Deleted rows are overwritten with zeros (`secure_delete`) and
+`truncate_wal` empties the write-ahead log, so forgotten text leaves the database files.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import numpy as np
 
 from .types import AMU, Turn
 
+BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's transaction
+MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
 FORMAT_VERSION = 3  # 2: view nodes and view states; 3: raw-turn vectors (older stores are upgraded in place)
 
 _SCHEMA = """
@@ -88,13 +92,14 @@ class Store:
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(
             ":memory:" if self.path is None else str(self.path),
-            check_same_thread=False, isolation_level=None,
+            check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S,
         )
         self._conn.row_factory = sqlite3.Row
         if self.path is not None:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA secure_delete=ON")
         self._conn.executescript(_SCHEMA)
         self._check_version()
 
@@ -124,6 +129,30 @@ class Store:
             else:
                 cur.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one state of the database, whatever other processes commit
+        meanwhile (a read transaction; nested uses join the outer one)."""
+        with self._lock:
+            if self._conn.in_transaction:
+                yield
+                return
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._conn.execute("COMMIT")
+
+    def truncate_wal(self) -> bool:
+        """Checkpoint the write-ahead log into the database and truncate it to zero bytes (the
+        old page images, deleted text included, leave the WAL file). False if another
+        connection's open read kept part of it."""
+        if self.path is None:
+            return True
+        with self._lock:
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
+
     def _query(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._conn.execute(sql, tuple(params)).fetchall()
@@ -139,6 +168,20 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as cur:
             cur.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def models(self) -> dict[str, str]:
+        """The model identity the store's vectors were made with (`MODEL_KEYS`; empty if none yet)."""
+        rows = self._query(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(MODEL_KEYS))})",
+                           MODEL_KEYS)
+        return {r[0]: r[1] for r in rows}
+
+    def set_models(self, models: dict[str, str], cur: sqlite3.Cursor | None = None) -> None:
+        rows = [(k, str(models[k])) for k in MODEL_KEYS if k in models]
+        if cur is not None:
+            cur.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+        else:
+            with self.transaction() as c:
+                c.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
     # --- spaces ------------------------------------------------------------------
     def spaces(self) -> list[str]:
@@ -171,11 +214,18 @@ class Store:
             with self.transaction() as c:
                 c.execute(sql, (space, key, value))
 
-    def delete_space(self, space: str) -> None:
+    def delete_space(self, space: str, cache_keys: list[str] = ()) -> None:
+        """Remove every row of the space and the vector-cache rows of `cache_keys` (the text
+        hashes of its units and turns) in one transaction."""
         with self.transaction() as cur:
             for table in ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes",
                           "view_state", "view_history"):
                 cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
+            self._forget_cache(cur, cache_keys)
+
+    @staticmethod
+    def _forget_cache(cur: sqlite3.Cursor, keys) -> None:
+        cur.executemany("DELETE FROM vector_cache WHERE key=?", [(k,) for k in dict.fromkeys(keys)])
 
     # --- turns -------------------------------------------------------------------
     def next_turn_seq(self, space: str) -> int:
@@ -203,8 +253,6 @@ class Store:
                 )
                 cur.execute("INSERT OR IGNORE INTO sessions (space, session_id, first_seq) VALUES (?,?,?)",
                             (t.space, t.session_id, first_seq + i))
-            for space in {t.space for t in turns}:
-                self._bump(cur, space)
 
     def turns(self, space: str, *, pending_only: bool = False, extracted_only: bool = False,
               turn_ids: list[str] | None = None) -> list[Turn]:
@@ -318,17 +366,66 @@ class Store:
         by_id = {r[0]: r[1] for r in rows}
         return _matrix([by_id[a] for a in amu_ids])
 
-    def delete_amu(self, space: str, amu_id: str, views: list | None = None) -> bool:
-        """Mark an AMU deleted and drop its vectors, with the changed view rows (`views`)."""
+    def forget(self, space: str, amu_ids: list[str], turns: dict[str, tuple | None], *,
+               views: list | None = None, cache_keys: list[str] = ()) -> int:
+        """Remove units and change turns in one transaction: the AMU rows and vectors of
+        `amu_ids` go; `turns` maps a turn id to None (the turn, its vector and its session if
+        emptied go) or to (text, extra dict, (d,) vector) (the turn is rewritten, e.g. with a
+        sentence redacted); the changed view rows (`views`) and the vector-cache rows of
+        `cache_keys` go with them. Returns how many AMU rows went."""
         with self.transaction() as cur:
             self._bump(cur, space)
             if views:
                 self._write_views(cur, space, views)
-            cur.execute("UPDATE amus SET status='deleted' WHERE space=? AND amu_id=? AND status!='deleted'",
-                        (space, amu_id))
-            changed = cur.rowcount > 0
-            cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, amu_id))
-        return changed
+            gone = 0
+            for a in amu_ids:
+                cur.execute("DELETE FROM amus WHERE space=? AND amu_id=?", (space, a))
+                gone += cur.rowcount
+                cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, a))
+            for t, change in turns.items():
+                if change is None:
+                    cur.execute("DELETE FROM turns WHERE space=? AND turn_id=?", (space, t))
+                    cur.execute("DELETE FROM turn_vectors WHERE space=? AND turn_id=?", (space, t))
+                else:
+                    text, extra, vec = change
+                    cur.execute("UPDATE turns SET text=?, extra=? WHERE space=? AND turn_id=?",
+                                (text, json.dumps(extra, sort_keys=True), space, t))
+                    self._put_turn_vectors(cur, space, [t], np.asarray(vec)[None])
+            cur.execute("DELETE FROM sessions WHERE space=? AND session_id NOT IN "
+                        "(SELECT session_id FROM turns WHERE space=?)", (space, space))
+            self._forget_cache(cur, cache_keys)
+        return gone
+
+    def replace_vectors(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
+                        turn_ids: list[str], turn_vecs: np.ndarray, views: list, dims: dict[str, int]) -> None:
+        """Re-encoded space (`etamem reindex`), one transaction: the units' polarity, scores and
+        both vectors, the turns' vectors, and views built afresh (every old node, state and
+        calibration record replaced by `views`, a `save_views` payload)."""
+        with self.transaction() as cur:
+            self._bump(cur, space)
+            for table in ("nodes", "view_state", "view_history"):
+                cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
+            self._write_views(cur, space, views)
+            for key, value in dims.items():
+                self.set_space_meta(space, key, str(value), cur=cur)
+            for i, a in enumerate(amus):
+                cur.execute("UPDATE amus SET polarity=?, polarity_scores=? WHERE space=? AND amu_id=?",
+                            (a.polarity, json.dumps([float(x) for x in a.polarity_scores]), space, a.amu_id))
+                cur.executemany("INSERT OR REPLACE INTO amu_vectors VALUES (?,?,?,?)",
+                                [(space, a.amu_id, "text", _blob(text_vecs[i])),
+                                 (space, a.amu_id, "affect", _blob(affect_vecs[i]))])
+            cur.execute("DELETE FROM turn_vectors WHERE space=?", (space,))
+            self._put_turn_vectors(cur, space, turn_ids, turn_vecs)
+
+    def amus_of_turns(self, space: str, turn_ids: list[str]) -> list[AMU]:
+        """Units (any status) whose sources include one of `turn_ids`."""
+        if not turn_ids:
+            return []
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._query(f"SELECT {_AMU_COLUMNS} FROM amus WHERE space=? AND EXISTS (SELECT 1 FROM "
+                           f"json_each(amus.source_turn_ids) WHERE value IN ({marks})) ORDER BY seq",
+                           [space, *turn_ids])
+        return [self._amu(r) for r in rows]
 
     @staticmethod
     def _amu(r) -> AMU:

@@ -7,13 +7,15 @@
         assert len(srv.requests) == 3
 
 Scripted replies are served first, in order; when the queue is empty the responder
-`f(request_json) -> str` answers (default: "ok"). Token counts are whitespace-separated
-words: prompt = all message contents, completion = the reply.
+`f(request_json) -> str | Reply` answers (default: "ok"). Token counts are whitespace-separated
+words: prompt = all message contents, completion = the reply. A stopped server starts
+again on the same port (an endpoint that goes down and comes back).
 """
 from __future__ import annotations
 
 import collections
 import json
+import socket
 import threading
 import time
 import uuid
@@ -40,7 +42,8 @@ def embed_text(text: str) -> list[float]:
 
 @dataclass
 class Reply:
-    """One scripted reply: content (status 200) or an HTTP error status."""
+    """One scripted reply: content (status 200), an HTTP error status, a raw body or a
+    dropped connection."""
 
     content: str | None = None
     status: int = 200
@@ -48,6 +51,8 @@ class Reply:
     body: Any = None  # error body; default an OpenAI-style {"error": {...}}
     delay_s: float = 0.0  # wait before answering (to provoke client timeouts)
     headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None  # sent verbatim as the HTTP 200 body (e.g. a cut-off JSON envelope)
+    drop: bool = False  # close the connection without answering
 
 
 def count_words(text: Any) -> int:
@@ -71,6 +76,7 @@ class ChatServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._port = 0  # 0 until first started; then kept, so a restart reuses the port
 
     # --- scripting ----------------------------------------------------------------
     def script(self, *replies: str | int | Reply) -> "ChatServer":
@@ -99,7 +105,8 @@ class ChatServer:
             self.requests.append(request)
             if self._queue:
                 return self._queue.popleft()
-        return Reply(content=self.responder(request))
+        answer = self.responder(request)
+        return answer if isinstance(answer, Reply) else Reply(content=answer)
 
     # --- lifecycle ----------------------------------------------------------------
     @property
@@ -143,6 +150,16 @@ class ChatServer:
                 reply = server._next(request)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.drop:
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
+                if reply.raw is not None:
+                    self._send(200, reply.raw, reply.headers)
+                    return
                 if reply.status != 200:
                     headers = dict(reply.headers)
                     if reply.retry_after is not None:
@@ -181,7 +198,8 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
                     pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        self._port = self._httpd.server_address[1]
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="chat-server", daemon=True

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from etamem.extraction import LLMExtractor, RuleExtractor, rewrite_first_person, split_sentences
+from etamem.extraction import (ExtractionUnavailable, LLMExtractor, RuleExtractor, rewrite_first_person,
+                               split_sentences)
+from etamem.llm import LLMError, LLMJSONError, LLMUnavailable
 from etamem.prompts_io import list_prompts, render_prompt, render_template
 from etamem.types import Turn
 
@@ -156,19 +158,23 @@ def test_locomo_turns():
 
 # --- LLM extractor (orchestration with fakes) -----------------------------------------------------
 class FakeLLM:
-    def __init__(self, answer):
+    """`complete_json` as LLMClient does it: the answer, or the exception, `validate` applied."""
+
+    def __init__(self, answer, apply_validate=True):
         self.answer = answer
+        self.apply_validate = apply_validate
         self.calls = []
 
-    def complete_json(self, messages, *, stage):
+    def complete_json(self, messages, *, stage, validate=None):
         self.calls.append((messages, stage))
         if isinstance(self.answer, Exception):
             raise self.answer
+        if validate is not None and self.apply_validate:
+            try:
+                return validate(self.answer)
+            except ValueError as exc:
+                raise LLMJSONError(str(exc)) from exc
         return self.answer
-
-
-class LLMError(RuntimeError):
-    pass
 
 
 def test_llm_extractor_renders_prompt_and_returns_facts():
@@ -196,13 +202,31 @@ def test_llm_extractor_accepts_bare_list_and_empty_answer():
     assert empty.stats["fallback_turns"] == 0 and empty.stats["turns"] == 1
 
 
+@pytest.mark.parametrize("apply_validate", [True, False])
 @pytest.mark.parametrize("answer", [
-    LLMError("rate limited"), ValueError("boom"), {"nope": 1}, "text", [1, 2]])
-def test_llm_failure_falls_back_to_rules(answer):
-    ex = LLMExtractor(FakeLLM(answer), fallback=RuleExtractor())
-    units = ex.extract(turn("Hey! I'm moving to Denver next month."))
-    assert units == ["Caroline is moving to Denver next month."]
-    assert ex.stats == {"turns": 1, "llm_units": 0, "fallback_turns": 1, "fallback_units": 1}
+    LLMJSONError("not JSON after repair"), LLMError("reply without text"), {"nope": 1}, {"facts": 3}, "text",
+    [1, 2]])
+def test_unusable_llm_reply_falls_back_to_rules(answer, apply_validate):
+    ex = LLMExtractor(FakeLLM(answer, apply_validate), fallback=RuleExtractor())
+    t = turn("Hey! I'm moving to Denver next month.")
+    assert ex.extract(t) == ["Caroline is moving to Denver next month."]
+    assert ex.extract_result(t) == (["Caroline is moving to Denver next month."], True)
+    assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2}
+
+
+def test_no_llm_reply_raises_and_extracts_nothing():
+    ex = LLMExtractor(FakeLLM(LLMUnavailable("connection refused")), fallback=RuleExtractor())
+    with pytest.raises(ExtractionUnavailable, match="D1:1.*connection refused") as info:
+        ex.extract(turn("I'm moving to Denver next month."))
+    assert isinstance(info.value, LLMUnavailable) and isinstance(info.value.__cause__, LLMUnavailable)
+    assert ex.stats == {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0}
+
+
+def test_other_llm_exceptions_propagate():
+    ex = LLMExtractor(FakeLLM(ValueError("boom")), fallback=RuleExtractor())
+    with pytest.raises(ValueError, match="boom"):
+        ex.extract(turn("I'm moving to Denver next month."))
+    assert ex.stats["turns"] == 0
 
 
 def test_llm_extractor_rejects_unknown_style():

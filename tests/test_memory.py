@@ -105,8 +105,12 @@ def test_delete_one_amu(minilm):
     amus = mem.add(CONV, space="u1")
     target = next(a for a in amus if "cat" in a.text)
     assert mem.delete(space="u1", amu_id=target.amu_id) == 1
-    assert mem.get(target.amu_id, space="u1").status == "deleted"
-    assert target.amu_id not in {h.amu.amu_id for h in mem.search("grey cat Miso", space="u1", top_k=50)}
+    with pytest.raises(KeyError):  # forgotten, not kept with a status
+        mem.get(target.amu_id, space="u1")
+    hits = mem.search("grey cat Miso", space="u1", top_k=50)
+    assert target.amu_id not in {h.amu.amu_id for h in hits}
+    assert not any(target.text in h.amu.text for h in hits)  # raw-turn hits included
+    assert not any(target.text in t.text for t in mem.turns("u1"))
     assert target.amu_id not in {a.amu_id for a in mem.list("u1")}
     with pytest.raises(KeyError):
         mem.delete(space="u1", amu_id="nope")

@@ -6,7 +6,8 @@
 - `SharedAffectEncoder`: shared affect representation — the Event view (and every text
   vector: queries, raw turns) uses the affective embedding;
 - `CachingExtractor`: per-turn extraction cached by content hash (LongMemEval sessions repeat
-  across questions), in an SQLite table.
+  across questions), in an SQLite table; a turn the LLM extractor left to its rule fallback,
+  or could not extract (`ExtractionUnavailable`), is not cached.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..extraction import turn_text
+from ..extraction import Extraction, turn_text
 from ..types import Turn
 
 CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect")
@@ -65,7 +66,11 @@ class SharedAffectEncoder:
 
 class CachingExtractor:
     """Wraps an extractor; results are kept in SQLite under sha256(extractor name, speaker,
-    turn content, context contents), so a session seen again is not extracted again."""
+    turn content, context contents), so a session seen again is not extracted again.
+
+    Only the inner extractor's own output is cached: units an `LLMExtractor` made with its
+    rule fallback (`extract_result(...).fallback`) are returned but not kept under its key,
+    and an exception (e.g. `ExtractionUnavailable`) caches nothing."""
 
     def __init__(self, inner: Any, path: str, name: str):
         self.inner = inner
@@ -82,19 +87,31 @@ class CachingExtractor:
                           ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """The inner extractor's counters (turns extracted on cache misses); {} if it has none."""
+        return dict(getattr(self.inner, "stats", None) or {})
+
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
+        return self.extract_result(turn, context).units
+
+    def extract_result(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         key = self.key(turn, context)
         with self._lock:
             row = self._conn.execute("SELECT units FROM extractions WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                self.hits += 1
         if row is not None:
-            self.hits += 1
-            return list(json.loads(row[0]))
-        units = list(self.inner.extract(turn, context))
-        self.misses += 1
+            return Extraction(list(json.loads(row[0])), False)
+        inner = getattr(self.inner, "extract_result", None)
+        result = inner(turn, context) if inner is not None else Extraction(list(self.inner.extract(turn, context)))
+        units = list(result.units)
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO extractions VALUES (?, ?)", (key, json.dumps(units)))
-            self._conn.commit()
-        return units
+            self.misses += 1
+            if not result.fallback:
+                self._conn.execute("INSERT OR REPLACE INTO extractions VALUES (?, ?)", (key, json.dumps(units)))
+                self._conn.commit()
+        return Extraction(units, result.fallback)
 
     def close(self) -> None:
         with self._lock:

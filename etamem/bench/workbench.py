@@ -125,11 +125,13 @@ class Workbench:
             return False
         mem = self.memory(construction)
         return (conv.space in mem.spaces() and mem.store.count_turns(conv.space) == len(conv.turns)
-                and not mem.store.open_sessions(conv.space))
+                and not mem.store.open_sessions(conv.space) and not mem.store.count_pending(conv.space))
 
     def build(self, construction: str, conv: BenchConversation) -> dict:
         """Ingest one conversation into the construction's store (a partial space left by an
-        interrupted run is deleted first); returns its construction cost."""
+        interrupted run is deleted first); returns its construction cost. Raises `LLMUnavailable`
+        when the LLM gave no reply for a turn (it stays pending: the store is not evaluated and
+        the next run builds it again, extractions already made coming from the caches)."""
         mem = self.memory(construction)
         if conv.space in mem.spaces():
             mem.delete(conv.space)
@@ -137,11 +139,22 @@ class Workbench:
         t0 = time.perf_counter()
         for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
             mem.add(list(session), space=conv.space)
+            self._check_extracted(mem, construction, conv)
         mem.end_session(conv.space)
+        self._check_extracted(mem, construction, conv)
         wall = time.perf_counter() - t0
         llm = usage_delta(before, self.llm.usage()) if self.llm is not None else {}
         return {"construction": construction, "space": conv.space, "wall_s": wall, "turns": len(conv.turns),
                 "amus": mem.store.count_amus(conv.space), "llm": llm, "peak_rss_mb": peak_rss_mb()}
+
+    @staticmethod
+    def _check_extracted(mem, construction: str, conv: BenchConversation) -> None:
+        pending = mem.store.count_pending(conv.space)
+        if pending:
+            from ..llm import LLMUnavailable
+
+            raise LLMUnavailable(f"{construction} store, space {conv.space}: {pending} turns not extracted, the LLM "
+                                 "gave no reply (see the log); run again to resume")
 
     # --- rankings ------------------------------------------------------------------------
     def turns(self, conv: BenchConversation) -> list:

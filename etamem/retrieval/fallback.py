@@ -33,6 +33,8 @@ class TurnIndex:
         self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim)
         self.turns: list[Turn | None] = []  # slot -> turn (None once removed)
         self.slot_of: dict[str, int] = {}
+        self.arrival: dict[str, int] = {}  # turn id -> arrival rank: ties go to the earlier turn, also
+        # for a turn rewritten after a deletion (it keeps its rank, not its new slot)
         if len(turns):
             self.add(list(turns), vectors)
 
@@ -47,9 +49,14 @@ class TurnIndex:
         for t, s in zip(turns, slots.tolist()):
             self.turns.append(t)
             self.slot_of[t.turn_id] = s
+            self.arrival.setdefault(t.turn_id, len(self.arrival))
 
-    def remove(self, turn_ids: list[str]) -> None:
+    def remove(self, turn_ids: list[str], *, keep_rank: bool = False) -> None:
+        """Tombstone turns; `keep_rank`: they come back rewritten and keep their arrival rank."""
         slots = [self.slot_of.pop(t) for t in turn_ids if t in self.slot_of]
+        if not keep_rank:
+            for t in turn_ids:
+                self.arrival.pop(t, None)
         for s in slots:
             self.turns[s] = None
         self.index.remove(slots)
@@ -77,11 +84,13 @@ class TurnIndex:
             raise ValueError("saved turn index sizes do not match its slots")
         self.turns = [None if t is None else by_id[t] for t in ids]
         self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
+        self.arrival = {t.turn_id: i for i, t in enumerate(turns)}  # `turns` come in arrival order
         return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:
         """Top-k (turn, score), best first. qvec: (d,) float32 unit."""
-        return [(self.turns[r.index], r.score) for r in self.index.search(qvec, query, k, beta=beta, pool=pool)]
+        found = [(self.turns[r.index], r.score) for r in self.index.search(qvec, query, k, beta=beta, pool=pool)]
+        return sorted(found, key=lambda ts: (-ts[1], self.arrival[ts[0].turn_id]))
 
 
 def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, cfg) -> tuple[float, list | None]:

@@ -270,10 +270,21 @@ class LexicalIndex:
         w = idf[j[hit]] * f / (f + norm[row])  # a dead row's norm is inf: weight 0
         return np.bincount(row, weights=w, minlength=rows.size).astype(np.float32)
 
+    def scrub(self) -> int:
+        """Replace every word no live document holds (df 0: its documents were removed) by an
+        unmatchable placeholder keeping its id, so removed text leaves the vocabulary (and the
+        saved files). Returns how many words went."""
+        gone = [w for w, i in self.vocab.items() if self._df.data[i] == 0 and not w.startswith("\x00")]
+        for w in gone:
+            i = self.vocab.pop(w)
+            self.vocab[f"\x00{i}"] = i
+        return len(gone)
+
     # --- persistence -------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike) -> None:
         """Write `<name>.npy` arrays and `lexical.json` (vocabulary, counters, format) into `directory`."""
         self._rebuild_postings()  # merge the growable postings into the CSC
+        self.scrub()
         arrays = dict(zip(_FILES, (self._ptr.view, self._tok.view, self._tf.view, self._len.view,
                                    self._alive.view, self._df.view, *self._post)))
         os.makedirs(directory, exist_ok=True)
@@ -283,7 +294,7 @@ class LexicalIndex:
                 np.save(fh, np.ascontiguousarray(a), allow_pickle=False)
             os.replace(path + ".tmp", path)
         meta = {"format": FORMAT, "k1": K1, "b": B, "n": self.n, "n_live": self._n_live,
-                "total_len": self._total_len, "vocab": list(self.vocab)}
+                "total_len": self._total_len, "vocab": sorted(self.vocab, key=self.vocab.__getitem__)}
         with open(os.path.join(directory, "lexical.json"), "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False)
 

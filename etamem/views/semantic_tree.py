@@ -415,12 +415,28 @@ class SemanticTree(TreeMaintenance):
         leaf = int(self.leaf_of[row])
         self.members[leaf].remove(row)
         self.leaf_of[row] = -1
+        self.texts[row] = ""  # the row's slot stays (ids are positions); its text goes
         self._update_paths(np.array([leaf]), self.X[[row]], -1)
         self.dirty.add(self._drop_empty(leaf))
         self.stats["deleted"] += 1
         return True
 
+    def ancestors(self, amu_id: str) -> list[int]:
+        """Node ids above the AMU's leaf, leaf excluded (empty if the AMU is absent)."""
+        row = self.row_of.get(amu_id)
+        return [] if row is None else self.path(int(self.leaf_of[row]))[1:]
+
     # --- summaries ----------------------------------------------------------------------------
+    def refresh_summaries(self, nodes) -> None:
+        """Recompute the extractive summaries of these inner nodes, deepest first (after a
+        deletion: a summary may quote what went); nodes without a summary keep none."""
+        live = [n for n in set(nodes) if n < self.n_nodes and self.alive[n] and not self.leaf_flag[n]]
+        for n in sorted(live, key=lambda n: -len(self.path(n))):
+            if self.summary[n] is not None:
+                self.reps[n] = self._representatives(n)
+                self.summary[n] = " ".join(self.texts[r] for r in self.reps[n])
+                self.changed.add(n)
+
     def leaf_text(self, leaf: int) -> str:
         """A leaf's summary is its AMU texts (no LLM)."""
         return " ".join(self.texts[r] for r in self.members[leaf])

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..types import AMU
 from .calibration import Calibrator
+from .validation import check_rows
 from .semantic_tree import SemanticTree
 from .time_forest import TimeForest
 
@@ -60,6 +61,7 @@ class SpaceViews:
         self.affect = self._tree(affect_dim)
         self.time = TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps)
         self._history_saved: dict[str, int] = {}  # calibration history records already in the store
+        self._stale: dict[str, list[str]] = {}  # view -> saved node ids of a view rebuilt on load
 
     def _tree(self, dim: int) -> SemanticTree:
         return SemanticTree.from_config(dim, self.config)
@@ -85,6 +87,18 @@ class SpaceViews:
     def remove(self, amu_id: str) -> bool:
         found = self.event.delete(amu_id) | self.affect.delete(amu_id)
         return self.time.delete(amu_id) or found
+
+    def forget(self, amu_ids: list[str]) -> None:
+        """Remove AMUs and recompute, extractively, the summaries of every node above them: a
+        summary (an LLM's too) may quote a removed text. LLM summaries come back at the nodes'
+        next refresh."""
+        above = {view: set() for view in VIEWS}
+        for a in amu_ids:
+            for view in VIEWS:
+                above[view].update(getattr(self, view).ancestors(a))
+            self.remove(a)
+        for view in VIEWS:
+            getattr(self, view).refresh_summaries(above[view])
 
     def maintain(self, summariser: Callable | None = None) -> dict[str, dict[str, int]]:
         return {"event": self.event.maintain(summariser), "affect": self.affect.maintain(summariser),
@@ -153,40 +167,63 @@ class SpaceViews:
                 history = full[self._history_saved.get(view, 0):]
                 self._history_saved[view] = len(full)
                 reservoir = obj.calibrator.reservoir.astype("<f4").tobytes()
-            payload.append((view, [obj.node_row(n) for n in changed], [str(n) for n in removed],
+            stale = self._stale.pop(view, [])
+            payload.append((view, [obj.node_row(n) for n in changed], stale + [str(n) for n in removed],
                             json.dumps(state), reservoir, history))
         return payload, changes
+
+    def _restore(self, view: str, saved: tuple, space: str, config, amus: list[AMU], tvec, avec, texts,
+                 times) -> list[str]:
+        """Restore one saved view if its rows pass `check_rows`; else return the problems."""
+        state_json, reservoir, rows, history = saved
+        state = json.loads(state_json)
+        if view == "time":
+            problems = check_rows(rows, {a.amu_id for a in amus}, [r["node_id"] for r in rows if r["parent_id"] is None],
+                                  session_of={a.amu_id: a.session_id for a in amus})
+            if not problems:
+                _warn_overrides(space, "time", config, state)
+                self.time = TimeForest.restore(state, rows, tvec, texts, times)
+            return problems
+        problems = check_rows(rows, {a.amu_id for a in amus if route(a.polarity) == view}, [str(state["root"])],
+                              n_nodes=int(state["n_nodes"]))
+        if problems:
+            return problems
+        if "history" not in state["calibration"]:  # else a store written before the history table
+            state["calibration"]["history"] = history
+            self._history_saved[view] = len(history)
+        _warn_overrides(space, view, config, {**state.get("params", {}), **state["calibration"]})
+        calib = Calibrator.from_state(state.pop("calibration"), np.frombuffer(reservoir, "<f4"))
+        setattr(self, view, SemanticTree.restore(state, rows, calib, tvec if view == "event" else avec, texts))
+        return []
 
     @classmethod
     def load(cls, store, space: str, config, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
              text_dim: int, affect_dim: int) -> "SpaceViews":
-        """Restore the saved views and reconcile them with the active AMUs: AMUs missing from
-        the views (e.g. a crash between writes, or a store written before views existed) are
-        inserted, AMUs no longer active are removed."""
+        """Restore the saved views. A view whose rows fail validation (`check_rows`: every active
+        unit in exactly one leaf, parents and children consistent, counts adding up) is rebuilt
+        from the units with a warning, and its old rows are deleted by the next save; a store
+        written before views existed gets them built. A store always opens."""
         views = cls(config, text_dim, affect_dim)
         saved = store.load_views(space)
         row = {a.amu_id: i for i, a in enumerate(amus)}
         tvec, avec = VectorsById(text_vecs, row), VectorsById(affect_vecs, row)
         texts = {a.amu_id: a.text for a in amus}
         times = {a.amu_id: a.timestamp for a in amus}
-        for view in ("event", "affect"):
-            if view in saved:
-                state_json, reservoir, rows, history = saved[view]
-                state = json.loads(state_json)
-                if "history" not in state["calibration"]:  # else a store written before the history table
-                    state["calibration"]["history"] = history
-                    views._history_saved[view] = len(history)
-                alive = [r for r in rows if all(m in tvec for m in r["members"])]
-                if len(alive) == len(rows):
-                    calib = Calibrator.from_state(state.pop("calibration"), np.frombuffer(reservoir, "<f4"))
-                    setattr(views, view, SemanticTree.restore(state, rows, calib, tvec if view == "event" else avec,
-                                                              texts))
-                else:
-                    log.warning("space %s: %s view refers to AMUs that are gone; rebuilding it", space, view)
-        if "time" in saved:
-            state_json, _, rows, _ = saved["time"]
-            if all(m in tvec for r in rows for m in r["members"]):
-                views.time = TimeForest.restore(json.loads(state_json), rows, tvec, texts, times)
+        for view in VIEWS:
+            if view not in saved:
+                continue
+            rows = saved[view][2]
+            try:
+                problems = views._restore(view, saved[view], space, config, amus, tvec, avec, texts, times)
+            except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:  # unreadable state
+                problems = [f"{type(exc).__name__}: {exc}"]
+            if problems:
+                log.warning("space %r: the saved %s view is inconsistent (%s); rebuilding it from its units",
+                            space, view, "; ".join(problems[:3]))
+                setattr(views, view, views._tree(text_dim if view == "event" else affect_dim) if view != "time"
+                        else TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps))
+                views._stale[view] = [r["node_id"] for r in rows]  # deleted by the next save
+                views._history_saved.pop(view, None)
         missing = [i for i, a in enumerate(amus) if views.view_of(a.amu_id) is None or a.amu_id not in views.time.amu_session]
         if missing:
             log.info("space %s: inserting %d AMUs missing from the views", space, len(missing))
@@ -199,3 +236,28 @@ class SpaceViews:
                     views.time.insert(a.amu_id, text_vecs[i], a.timestamp, a.session_id, a.text)
             views.maintain()
         return views
+
+
+# saved parameter (tree `state()["params"]`, calibrator and time forest state) -> Config field
+_SAVED_PARAMS = {"b_max": "b_max", "m_min": "m_min", "b_ins": "b_ins", "summary_delta": "summary_delta",
+                 "summary_reps": "summary_reps", "pair_samples": "calibration_pair_samples", "seed": "seed",
+                 "top_width": "insert_top_width", "reservoir_size": "calibration_reservoir",
+                 "min_obs": "calibration_min_obs", "low_pct": "calibration_low_pct",
+                 "high_pct": "calibration_high_pct", "alpha": "calibration_ema_alpha", "m_max_bounds": "m_max_bounds"}
+
+
+def _warn_overrides(space: str, view: str, config, saved: dict) -> None:
+    """One warning naming each saved parameter of a restored view that differs from the config
+    (the saved value wins: the view was built with it)."""
+    diffs = []
+    for key, field in _SAVED_PARAMS.items():
+        if key not in saved or not hasattr(config, field):
+            continue
+        have, want = saved[key], getattr(config, field)
+        if isinstance(want, tuple):
+            have = tuple(have)
+        if have != want:
+            diffs.append(f"saved {key}={have} overrides config {field}={want}")
+    if diffs:
+        log.warning("space %r %s view: %s (the %s was built with %s)", space, view, "; ".join(diffs),
+                    "forest" if view == "time" else "tree", "it" if len(diffs) == 1 else "them")

@@ -151,7 +151,20 @@ class TimeForest:
         self.stats["deleted"] += 1
         return True
 
+    def ancestors(self, amu_id: str) -> list[str]:
+        """Day, week and month node ids above the AMU's session (empty if absent)."""
+        session_id = self.amu_session.get(amu_id)
+        return [] if session_id is None else self.path(f"S:{session_id}")[1:]
+
     # --- summaries -------------------------------------------------------------------------
+    def refresh_summaries(self, nodes) -> None:
+        """Recompute the extractive summaries of these day/week/month nodes, deepest first."""
+        for n in sorted((n for n in set(nodes) if n in self.nodes), key=lambda n: -len(self.path(n))):
+            node = self.nodes[n]
+            if node.level != "session" and node.summary is not None:
+                node.summary = " ".join(self.texts[a] for a in self.subtree_reps(n))
+                self.changed.add(n)
+
     def node_text(self, node_id: str) -> str:
         node = self.nodes[node_id]
         if node.level == "session":

@@ -1,0 +1,45 @@
+"""Re-encode a store with other models (`etamem reindex`, DESIGN §11 model identity).
+
+A store's vectors were made by one text encoder and one affect tagger, recorded in the store
+(`Store.models`); opening it with others is an error. `reindex_space` re-encodes one space's
+units and raw turns with the new models, re-tags the units (a unit whose polarity changes moves
+between the Event and Affect trees) and builds its views afresh, all committed in one
+transaction; `Memory.reindex` runs it for every space under the space's write locks and then
+records the new identity. An interrupted reindex is finished by running it again.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+
+from .retrieval import turn_text
+from .views import SpaceViews
+
+log = logging.getLogger(__name__)
+
+PENDING_KEY = "reindex_to"  # meta key naming the identity a running reindex moves the store to
+
+
+def reindex_space(store, space: str, config, text_encoder, affect_tagger) -> dict:
+    """Re-encode, re-tag and rebuild one space; returns counts (units, turns, moved between views)."""
+    units = store.amus(space)
+    turns = store.turns(space, extracted_only=True)
+    texts = [u.text for u in units]
+    text_vecs = np.asarray(text_encoder.encode(texts), np.float32).reshape(len(units), text_encoder.dim)
+    affect = affect_tagger.tag(texts)
+    affect_vecs = np.asarray(affect.embeddings, np.float32).reshape(len(units), affect_tagger.dim)
+    new = [replace(u, polarity=affect.polarities[i], polarity_scores=tuple(float(x) for x in affect.scores[i]))
+           for i, u in enumerate(units)]
+    turn_vecs = np.asarray(text_encoder.encode([turn_text(t) for t in turns]), np.float32).reshape(
+        len(turns), text_encoder.dim)
+    views = SpaceViews(config, text_encoder.dim, affect_tagger.dim)
+    views.add(new, text_vecs, affect_vecs)
+    views.maintain()
+    payload, _ = views.pop_changes()
+    store.replace_vectors(space, new, text_vecs, affect_vecs, [t.turn_id for t in turns], turn_vecs, payload,
+                          {"text_dim": text_encoder.dim, "affect_dim": affect_tagger.dim})
+    moved = sum((a.polarity == "neutral") != (b.polarity == "neutral") for a, b in zip(units, new))
+    log.info("space %s: re-encoded %d units and %d turns (%d changed view)", space, len(units), len(turns), moved)
+    return {"units": len(units), "turns": len(turns), "moved": moved}
