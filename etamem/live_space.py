@@ -67,8 +67,8 @@ class LiveSpace:
         if repaired and repair:
             store.save_views(space, payload)
             generation = store.generation(space)
-        live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, root,
-                            generation, repair)
+        live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode,
+                            None if repaired else root, generation, repair)  # derived files describe the old views
         live.unsaved_repair = repaired and not repair
         return live
 

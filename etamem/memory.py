@@ -230,6 +230,7 @@ class Memory:
             return []
         limits = {"default_tz": self.config.default_timezone, "max_turn_chars": self.config.max_turn_chars}
         normalise_turns(items, space, **limits)  # bad input fails here, before any lock or store access
+        _ = self.text_encoder, self.affect_tagger  # and models that do not match the store's (model identity)
         with self._writing(space) as live:
             with self._timed("store"):
                 next_seq = self.store.next_turn_seq(space)

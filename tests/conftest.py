@@ -69,3 +69,22 @@ def locomo_dev():
     if not LOCOMO_DEV.is_file():
         pytest.skip(f"LoCoMo dev file not available at {LOCOMO_DEV} (needs ../shared beside the checkout)")
     return LOCOMO_DEV
+
+
+# --- slow tests: opt-in ------------------------------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run tests marked slow (or set ETAMEM_SLOW=1)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running (e.g. 50 crash seeds); opt-in with --run-slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow") or os.environ.get("ETAMEM_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow or ETAMEM_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
