@@ -11,10 +11,12 @@ every unit drawn from it): a deletion errs on the side of forgetting.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
+from .encoders import text_hash
 from .extraction import split_sentences
-from .types import Turn
+from .retrieval import turn_text
+from .types import AMU, Turn
 
 CAPTION_KEY = "blip_caption"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -62,3 +64,35 @@ def redact(turn: Turn, unit_texts: list[str]) -> tuple[Turn | None, list[str]]:
     if not cut or not text.strip():
         return None, whole
     return replace(turn, text=text, extra=extra), cut
+
+
+@dataclass
+class ForgetPlan:
+    """What a deletion removes: units (those asked for and those of dropped turns), turns dropped
+    or rewritten (redacted, same ids), the texts forgotten (for caches that hold text) and the
+    vector-cache keys of every text that goes."""
+
+    units: list[AMU]
+    dropped: list[str] = field(default_factory=list)
+    rewritten: list[Turn] = field(default_factory=list)
+    quoted: list[str] = field(default_factory=list)
+    cache_keys: list[str] = field(default_factory=list)
+
+
+def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, whole_turns: bool) -> ForgetPlan:
+    """Plan the deletion of `units` (their source turns redacted) or, with `whole_turns`, of the
+    `sources` turns and every unit drawn from them."""
+    plan = ForgetPlan(list(units), quoted=[u.text for u in units])
+    for turn in sources:
+        new, cut = (None, [turn.text]) if whole_turns else redact(turn, plan.quoted)
+        plan.quoted += cut
+        if new is None:
+            plan.dropped.append(turn.turn_id)
+        else:
+            plan.rewritten.append(new)
+    if plan.dropped:  # units drawn from a turn that goes go with it
+        have = {u.amu_id for u in plan.units}
+        plan.units += [u for u in store.amus_of_turns(space, plan.dropped) if u.amu_id not in have]
+        plan.quoted += [u.text for u in plan.units if u.text not in plan.quoted]
+    plan.cache_keys = [text_hash(u.text) for u in plan.units] + [text_hash(turn_text(t)) for t in sources]
+    return plan

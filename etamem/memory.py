@@ -97,30 +97,12 @@ class Memory:
             return self._affect_tagger
 
     def _check_identity(self, kind: str, model) -> None:
-        """The store's vectors were made by one text encoder and one affect tagger (DESIGN §11);
-        the first ones used record themselves, others raise ValueError naming both."""
-        if kind in self._identity_checked:
-            return
-        name_key, dim_key = ("text_encoder", "text_dim") if kind == "text" else ("affect_tagger", "affect_dim")
-        mine = {name_key: str(model.name), dim_key: str(int(model.dim))}
-        saved = {k: v for k, v in self.store.models().items() if k in mine}
-        if not saved:
-            with self.store.transaction() as cur:  # check again and record atomically (another process may)
-                saved = dict(cur.execute(f"SELECT key, value FROM meta WHERE key IN ('{name_key}', '{dim_key}')")
-                             .fetchall())
-                if not saved:
-                    self.store.set_models(mine, cur=cur)
-        if saved and saved != mine:
-            from .reindex import PENDING_KEY
+        """Once per model kind: `etamem.reindex.check_identity` (records or compares; raises)."""
+        if kind not in self._identity_checked:
+            from .reindex import check_identity
 
-            what = "text encoder" if kind == "text" else "affect tagger"
-            if self.store.get_meta(PENDING_KEY):
-                what += f" (a reindex to {self.store.get_meta(PENDING_KEY)} was interrupted: run it again)"
-            raise ValueError(
-                f"{what}: the store {self.store.path or '(in memory)'} was built with {saved[name_key]!r} "
-                f"(dim {saved[dim_key]}), this Memory uses {mine[name_key]!r} (dim {mine[dim_key]}); configure "
-                f"the same model, or re-encode the store with `etamem reindex` (Memory.reindex)")
-        self._identity_checked.add(kind)
+            check_identity(self.store, kind, model)
+            self._identity_checked.add(kind)
 
     @property
     def llm(self):
@@ -404,8 +386,7 @@ class Memory:
         truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
         when they cannot be told apart, the whole turn goes with its units. KeyError when the
         unit or turn is not there."""
-        from .encoders import text_hash
-        from .forget import redact
+        from .forget import plan_forget
         from .retrieval import turn_text
 
         if amu_id is not None and turn_id is not None:
@@ -424,24 +405,13 @@ class Memory:
                 if not sources:
                     raise KeyError(f"no turn {turn_id!r} in space {space!r}")
                 units = []
-            dropped, rewritten, quoted = [], [], [u.text for u in units]
-            for turn in sources:
-                new, cut = (None, [turn.text]) if turn_id is not None else redact(turn, quoted)
-                quoted += cut
-                if new is None:
-                    dropped.append(turn.turn_id)
-                else:
-                    rewritten.append(new)
-            if dropped:  # units drawn from a turn that goes go with it
-                have = {u.amu_id for u in units}
-                units += [u for u in self.store.amus_of_turns(space, dropped) if u.amu_id not in have]
-                quoted += [u.text for u in units if u.text not in quoted]
-            new_turns = rewritten
-            vecs = self.text_encoder.encode([turn_text(t) for t in new_turns]) if new_turns else np.zeros((0, 0), np.float32)
-            keys = [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in sources]
+            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
+            vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
+                    else np.zeros((0, 0), np.float32))
             with blas_threads(self.config.blas_threads):
-                gone = live.forget(self.store, [u.amu_id for u in units], dropped, new_turns, vecs, keys)
-            self._after_forget(space, quoted, [t.turn_id for t in sources])
+                gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
+                                   plan.cache_keys)
+            self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
     def _delete_space(self, live: LiveSpace) -> int:

@@ -22,6 +22,22 @@ log = logging.getLogger(__name__)
 PENDING_KEY = "reindex_to"  # meta key naming the identity a running reindex moves the store to
 
 
+def check_identity(store, kind: str, model) -> None:
+    """`kind` "text" (text encoder) or "affect" (affect tagger), `model` with `.name` and `.dim`:
+    the first model used records itself in the store; another raises ValueError naming both."""
+    name_key, dim_key = ("text_encoder", "text_dim") if kind == "text" else ("affect_tagger", "affect_dim")
+    mine = {name_key: str(model.name), dim_key: str(int(model.dim))}
+    saved = store.record_models(mine)
+    if saved != mine:
+        what = "text encoder" if kind == "text" else "affect tagger"
+        if store.get_meta(PENDING_KEY):
+            what += f" (a reindex to {store.get_meta(PENDING_KEY)} was interrupted: run it again)"
+        raise ValueError(
+            f"{what}: the store {store.path or '(in memory)'} was built with {saved.get(name_key)!r} "
+            f"(dim {saved.get(dim_key)}), this Memory uses {mine[name_key]!r} (dim {mine[dim_key]}); configure "
+            f"the same model, or re-encode the store with `etamem reindex` (Memory.reindex)")
+
+
 def reindex_space(store, space: str, config, text_encoder, affect_tagger) -> dict:
     """Re-encode, re-tag and rebuild one space; returns counts (units, turns, moved between views)."""
     units = store.amus(space)

@@ -175,6 +175,20 @@ class Store:
                            MODEL_KEYS)
         return {r[0]: r[1] for r in rows}
 
+    def record_models(self, models: dict[str, str]) -> dict[str, str]:
+        """The saved values of `models`' keys; when none is saved yet, `models` are recorded
+        (atomically: two processes cannot both record) and returned."""
+        saved = {k: v for k, v in self.models().items() if k in models}
+        if saved:
+            return saved
+        with self.transaction() as cur:
+            marks = ",".join("?" * len(models))
+            saved = dict(cur.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", list(models)).fetchall())
+            if not saved:
+                self.set_models(models, cur=cur)
+                saved = dict(models)
+        return saved
+
     def set_models(self, models: dict[str, str], cur: sqlite3.Cursor | None = None) -> None:
         rows = [(k, str(models[k])) for k in MODEL_KEYS if k in models]
         if cur is not None:
