@@ -21,68 +21,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 REL = ROOT / "tests" / "reliability"
 sys.path[:0] = [str(REL), str(ROOT / "tests")]
 
 from conftest import LOCOMO_DEV  # noqa: E402
-from rel_common import conversation, fast_memory, files_containing, view_problems  # noqa: E402
+from rel_common import acks, conversation, crash_once, fast_memory, files_containing, spawn, view_problems  # noqa: E402
 
-WORKER = str(REL / "rel_worker.py")
 SOURCE = f"locomo:{LOCOMO_DEV}" if LOCOMO_DEV.exists() else "demo"
 
 
-def spawn(*args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, WORKER, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
-
-
-def acks(text: str) -> list[str]:
-    return [line.split()[1] for line in text.splitlines() if line.startswith("ok ")]
-
-
 def crash(seeds: int, work: Path) -> dict:
-    survived = lost = doubled = 0
-    for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        root = work / f"crash{seed}"
-        if seed % 2:
-            child = spawn("ingest", root, SOURCE, env={"ETAMEM_KILL_AT_STATEMENT": str(int(rng.integers(30, 1500)))})
-            acked = acks(child.communicate(timeout=900)[0])
-        else:
-            child = spawn("ingest", root, SOURCE)
-            acked, target = [], int(rng.integers(1, 40))
-            for line in child.stdout:
-                acked += acks(line)
-                if len(acked) >= target:
-                    break
-            time.sleep(float(rng.uniform(0, 0.05)))
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=60)
-            acked += acks(child.stdout.read())
-        try:
-            mem = fast_memory(root)
-            turns = {t.turn_id for t in mem.turns("conv")}
-            units = [a.amu_id for a in mem.list("conv")]
-            lost += len(set(acked) - turns)
-            doubled += len(units) - len(set(units))
-            ok = not view_problems(mem.store, "conv") and set(acked) <= turns and len(units) == len(set(units))
-            mem.flush("conv")
-            ok = ok and mem.store.count_pending("conv") == 0 and bool(mem.search("What happened?", space="conv"))
-            mem.close()
-            survived += ok
-        except Exception as exc:  # noqa: BLE001 - a store that does not open is a failed kill, counted
-            print(f"seed {seed}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return {"kills": seeds, "survived": survived, "turns_lost": lost, "units_doubled": doubled, "source": SOURCE}
+    rows = [crash_once(work, seed, SOURCE) for seed in range(seeds)]
+    for r in rows:
+        if r.get("resume_error"):
+            print(f"seed {r['seed']}: resume failed: {r['resume_error']}", file=sys.stderr)
+    survived = sum(r["lost"] == 0 and r["doubled"] == 0 and r["views_ok"] and r["searchable"] and r["completed"]
+                   for r in rows)
+    return {"kills": seeds, "survived": survived, "turns_lost": sum(r["lost"] for r in rows),
+            "doubled": sum(r["doubled"] for r in rows), "acked": sum(r["acked"] for r in rows), "source": SOURCE,
+            "seeds": rows}
 
 
 def processes(n: int, work: Path) -> dict:
@@ -173,21 +137,35 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=50, help="SIGKILLs (default 50)")
     ap.add_argument("--writes", type=int, default=100, help="adds per writer process (default 100)")
     ap.add_argument("--fuzz-examples", type=int, default=200, help="hypothesis examples per property (default 200)")
+    ap.add_argument("--parts", default="crash,processes,isolation,forgetting,fuzz",
+                    help="comma-separated; parts not run keep their figures from --out")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reliability.json"))
     args = ap.parse_args(argv)
-    t0 = time.time()
+    parts = {"crash": lambda w: crash(args.seeds, w), "processes": lambda w: processes(args.writes, w),
+             "isolation": isolation, "forgetting": forgetting, "fuzz": lambda w: fuzz(args.fuzz_examples, w)}
+    wanted = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in parts]
+    if unknown:
+        ap.error(f"--parts: unknown {unknown}; choose from {sorted(parts)}")
+    out = Path(args.out)
+    result = json.loads(out.read_text()) if out.exists() else {}
     with tempfile.TemporaryDirectory(prefix="etamem-reliability-") as tmp:
-        work = Path(tmp)
-        result = {"crash": crash(args.seeds, work), "processes": processes(args.writes, work),
-                  "isolation": isolation(work), "forgetting": forgetting(work), "fuzz": fuzz(args.fuzz_examples, work)}
-    result["wall_s"] = round(time.time() - t0, 1)
-    result["date"] = time.strftime("%Y-%m-%d")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        for name in wanted:
+            t0 = time.time()
+            result[name] = parts[name](Path(tmp))
+            result[name]["wall_s"] = round(time.time() - t0, 1)
+            result[name]["date"] = time.strftime("%Y-%m-%d")
+            print(f"{name}: {time.time() - t0:.0f} s", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    missing = [p for p in parts if p not in result]
+    if missing:
+        print(f"no figures yet for {missing}: run with --parts {','.join(missing)}", file=sys.stderr)
+        return 1
     c, p, i, f, z = (result[k] for k in ("crash", "processes", "isolation", "forgetting", "fuzz"))
     print("| check | figure |\n| --- | --- |")
-    print(f"| crash: SIGKILLs survived / turns lost / units doubled | {c['survived']} of {c['kills']} / "
-          f"{c['turns_lost']} / {c['units_doubled']} |")
+    print(f"| crash: SIGKILLs survived / acknowledged turns lost / turns or units doubled | {c['survived']} of {c['kills']} / "
+          f"{c['turns_lost']} / {c['doubled']} |")
     print(f"| processes: operations / errors / readers that followed | {p['operations']} ({p['writes']} adds, "
           f"{p['searches']} searches) / {p['errors']} / {p['readers_followed']} of {p['readers']} |")
     print(f"| isolation: searches / leaks / spaces changed by another's delete | {i['searches']} over {i['spaces']} "
@@ -195,7 +173,8 @@ def main(argv=None) -> int:
     print(f"| forgetting: canary files after delete / search hits after | {f['canary_files_after']} / "
           f"{f['canary_hits_after']} (6 cases: 3 deletes x offline, LLM) |")
     print(f"| fuzz: cases / failures | {z.get('cases')} / {z.get('failures')} |")
-    print(f"({result['wall_s']} s; {args.out})")
+    walls = ", ".join(f"{k} {result[k]['wall_s']} s" for k in parts)
+    print(f"(time per part: {walls}; {args.out})")
     return 0
 
 

@@ -192,12 +192,30 @@ class VaderAffectTagger:
             return "negative"
         return "neutral"
 
+    CHUNK = 2000  # characters: VADER's time grows with the square of a text's length
+
+    def _scores(self, text: str) -> dict[str, float]:
+        """VADER's neg/neu/pos/compound; a text longer than `CHUNK` is scored in pieces of at most
+        `CHUNK` characters (cut at whitespace), averaged by length, so the work stays linear."""
+        if len(text) <= self.CHUNK:
+            return self._analyzer.polarity_scores(text)
+        pieces, start = [], 0
+        while start < len(text):
+            end = min(len(text), start + self.CHUNK)
+            cut = text.rfind(" ", start + self.CHUNK // 2, end) if end < len(text) else -1
+            end = cut if cut > 0 else end
+            pieces.append(text[start:end])
+            start = end
+        parts = [(len(p), self._analyzer.polarity_scores(p)) for p in pieces]
+        total = sum(n for n, _ in parts)
+        return {k: sum(n * sc[k] for n, sc in parts) / total for k in ("neg", "neu", "pos", "compound")}
+
     def tag(self, texts: list[str]) -> AffectBatch:
         """Tag texts; embeddings are (n, text_encoder.dim + 5) float32 unit rows."""
         texts = list(texts)
         if not texts:
             return _empty_batch(self.dim)
-        raw = [self._analyzer.polarity_scores(t) for t in texts]
+        raw = [self._scores(t) for t in texts]
         polarities = [self.polarity(s["compound"]) for s in raw]
         scores = np.array([[s["neg"], s["neu"], s["pos"]] for s in raw], np.float32)
         totals = scores.sum(axis=1, keepdims=True)

@@ -117,7 +117,7 @@ class Config:
         """Build a Config from a mapping; unknown keys raise ValueError naming them."""
         values = dict(values or {})
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(shown(k) if not isinstance(k, str) else k for k in set(values) - known)
         if unknown:
             raise ValueError(f"unknown config key(s): {', '.join(unknown)}")
         cfg = cls(**values)
@@ -140,22 +140,22 @@ class Config:
             setattr(self, f.name, _checked_type(f.name, getattr(self, f.name), hints[f.name]))
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"config {name}={getattr(self, name)!r}: expected one of {allowed}")
+                raise ValueError(f"config {name}={shown(getattr(self, name))}: expected one of {allowed}")
         for name, (low, note) in _AT_LEAST.items():
             if getattr(self, name) < low:
-                raise ValueError(f"config {name}={getattr(self, name)!r}: expected >= {low}{note}")
+                raise ValueError(f"config {name}={shown(getattr(self, name))}: expected >= {low}{note}")
         for name in ("llm_timeout_s", "routing_temperature"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"config {name}={getattr(self, name)!r}: expected > 0")
+                raise ValueError(f"config {name}={shown(getattr(self, name))}: expected > 0")
         for name, (low, high) in _BETWEEN.items():
             if not low <= getattr(self, name) <= high:
-                raise ValueError(f"config {name}={getattr(self, name)!r}: expected {low}..{high}")
+                raise ValueError(f"config {name}={shown(getattr(self, name))}: expected {low}..{high}")
         if self.calibration_low_pct > self.calibration_high_pct:
             raise ValueError(f"config calibration_low_pct={self.calibration_low_pct} is above "
                              f"calibration_high_pct={self.calibration_high_pct}")
         bounds = self.m_max_bounds
         if len(bounds) != 2 or not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in bounds):
-            raise ValueError(f"config m_max_bounds={bounds!r}: expected a pair of integers [low, high]")
+            raise ValueError(f"config m_max_bounds={shown(bounds)}: expected a pair of integers [low, high]")
         self.m_max_bounds = lo, hi = int(bounds[0]), int(bounds[1])
         if not 2 * self.m_min <= lo <= self.m_max_init <= hi:
             raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
@@ -194,6 +194,8 @@ def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | No
         except json.JSONDecodeError as exc:
             raise ValueError(f"config file {os.fsdecode(config_file)}, line {exc.lineno} column {exc.colno}: "
                              f"not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ValueError(f"config file {os.fsdecode(config_file)}: JSON nested too deeply") from None
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {os.fsdecode(config_file)}: expected a JSON object of config values, "
                              f"got {type(loaded).__name__}")
@@ -202,10 +204,10 @@ def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | No
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep:
-            raise ValueError(f"--set expects key=value, got {item!r}")
+            raise ValueError(f"--set expects key=value, got {shown(item)}")
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             value = raw
         if key in hints and _wants_text(hints[key]) and not isinstance(value, str) and value is not None:
             value = raw
@@ -281,9 +283,12 @@ def _checked_type(name: str, value: Any, hint) -> Any:
     elif kind is float:
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if ok:
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                value = math.inf
             if not math.isfinite(value):
-                raise ValueError(f"config {name}={value!r}: expected a finite number")
+                raise ValueError(f"config {name}={shown(value)}: expected a finite number")
     elif kind is str:
         ok = isinstance(value, str)
     elif kind is tuple:
@@ -293,7 +298,7 @@ def _checked_type(name: str, value: Any, hint) -> Any:
         return value
     if not ok:
         expected = _EXPECTED[kind] + (" or null" if nullable else "")
-        raise ValueError(f"config {name}={value!r}: expected {expected}")
+        raise ValueError(f"config {name}={shown(value)}: expected {expected}")
     return value
 
 
@@ -307,3 +312,12 @@ def _known_timezone(name: str) -> bool:
     except Exception:  # noqa: BLE001 - ZoneInfoNotFoundError, ValueError, IsADirectoryError ...
         return False
     return True
+
+
+def shown(value: Any, n: int = 80) -> str:
+    """A short repr for error messages (never fails: a 5,000-digit int has no str())."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= n else text[: n - 3] + "..."

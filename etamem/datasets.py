@@ -2,7 +2,9 @@
 LoCoMo (`locomo10.json`), LongMemEval (`longmemeval_s.json`) and a plain JSONL of turns.
 
 Each reader yields `Conversation`s: a space name, turn dicts ready for `Memory.add`, and
-the questions that come with it (dataset fields kept as given).
+the questions that come with it (dataset fields kept as given). A file that cannot be read
+as its format (bad UTF-8, bad JSON, a missing or wrongly typed field) raises ValueError naming
+the file, and the line and column or the record where the reader can tell.
 """
 from __future__ import annotations
 
@@ -28,8 +30,33 @@ def _load_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
-    with path.open(encoding="utf-8") as fh:
-        return json.load(fh)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return json.load(fh)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        hint = ""
+        if exc.msg == "Extra data":
+            hint = "; several JSON documents, one per line: is it JSONL (--format jsonl)?"
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON ({exc.msg}){hint}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply") from None
+
+
+def _shape_errors(path, what: str):
+    """A context manager factory: `with guard(i):` turns a wrong shape (missing key, wrong type)
+    met while reading record `i` into ValueError naming the file and the record."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard(index: int):
+        try:
+            yield
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"{path}: {what} {index}: not in the expected form ({detail})") from None
+    return guard
 
 
 def read_locomo(path: str | Path) -> Iterator[Conversation]:
@@ -41,19 +68,27 @@ def read_locomo(path: str | Path) -> Iterator[Conversation]:
     data = _load_json(path)
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a list of LoCoMo samples")
-    for sample in data:
-        conv = sample["conversation"]
-        sessions = sorted(
-            (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)) and isinstance(conv[key], list)
-        )
-        turns = []
-        for _, key in sessions:
-            date = conv.get(f"{key}_date_time")
-            for turn in conv[key]:
-                extra = {k: turn[k] for k in ("blip_caption",) if turn.get(k)}
-                turns.append({"turn_id": turn["dia_id"], "session_id": key, "speaker": turn["speaker"],
-                              "text": turn.get("text") or "", "timestamp": date, "extra": extra})
-        yield Conversation(space=sample["sample_id"], turns=turns, questions=list(sample.get("qa", [])))
+    guard = _shape_errors(path, "sample")
+    for index, sample in enumerate(data):
+        with guard(index):
+            conv = _locomo_sample(sample)
+        yield conv
+
+
+def _locomo_sample(sample: dict) -> Conversation:
+    """One LoCoMo sample as a Conversation (KeyError/TypeError on a wrong shape)."""
+    conv = sample["conversation"]
+    sessions = sorted(
+        (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)) and isinstance(conv[key], list)
+    )
+    turns = []
+    for _, key in sessions:
+        date = conv.get(f"{key}_date_time")
+        for turn in conv[key]:
+            extra = {k: turn[k] for k in ("blip_caption",) if turn.get(k)}
+            turns.append({"turn_id": turn["dia_id"], "session_id": key, "speaker": turn["speaker"],
+                          "text": turn.get("text") or "", "timestamp": date, "extra": extra})
+    return Conversation(space=sample["sample_id"], turns=turns, questions=list(sample.get("qa", [])))
 
 
 def longmemeval_turn_id(session_id: str, index: int) -> str:
@@ -67,16 +102,24 @@ def read_longmemeval(path: str | Path) -> Iterator[Conversation]:
     data = _load_json(path)
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a list of LongMemEval questions")
-    for q in data:
-        turns = []
-        for sid, date, session in zip(q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"]):
-            for i, turn in enumerate(session):
-                extra = {"has_answer": True} if turn.get("has_answer") else {}
-                turns.append({"turn_id": longmemeval_turn_id(sid, i), "session_id": sid, "speaker": turn["role"],
-                              "text": turn.get("content") or "", "timestamp": date, "extra": extra})
-        question = {k: v for k, v in q.items() if k != "haystack_sessions"}
-        yield Conversation(space=q["question_id"], turns=turns, questions=[question],
-                           question_date=q.get("question_date"))
+    guard = _shape_errors(path, "question")
+    for index, q in enumerate(data):
+        with guard(index):
+            conv = _longmemeval_question(q)
+        yield conv
+
+
+def _longmemeval_question(q: dict) -> Conversation:
+    """One LongMemEval question with its haystack as a Conversation."""
+    turns = []
+    for sid, date, session in zip(q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"]):
+        for i, turn in enumerate(session):
+            extra = {"has_answer": True} if turn.get("has_answer") else {}
+            turns.append({"turn_id": longmemeval_turn_id(sid, i), "session_id": sid, "speaker": turn["role"],
+                          "text": turn.get("content") or "", "timestamp": date, "extra": extra})
+    question = {k: v for k, v in q.items() if k != "haystack_sessions"}
+    return Conversation(space=q["question_id"], turns=turns, questions=[question],
+                        question_date=q.get("question_date"))
 
 
 def read_jsonl(path: str | Path) -> Iterator[Conversation]:
@@ -86,17 +129,26 @@ def read_jsonl(path: str | Path) -> Iterator[Conversation]:
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
     by_space: dict[str, list[dict[str, Any]]] = {}
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
+                raise ValueError(f"{path}:{n}:{exc.colno}: invalid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{n}: JSON nested too deeply") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{n}: expected a JSON object per line")
-            by_space.setdefault(row.pop("space", "default"), []).append(row)
+            space = row.pop("space", "default")
+            if not isinstance(space, str):
+                raise ValueError(f"{path}:{n}: space: expected a string, got {type(space).__name__}")
+            by_space.setdefault(space, []).append(row)
     for space, turns in by_space.items():
         yield Conversation(space=space, turns=turns)
 

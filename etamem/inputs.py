@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
-from .config import MAX_TURN_CHARS
+from .config import MAX_TURN_CHARS, shown
 from .timeparse import parse_timestamp
 from .types import Turn
 
@@ -28,7 +28,7 @@ def validate_space(space: Any) -> str:
     """The space name, NFC-normalised and stripped, so spellings that normalise equal name the
     same space; 1..128 characters, no control characters, `/` or `\\`; else ValueError."""
     if not isinstance(space, str):
-        raise ValueError(f"space: expected a non-empty string, got {space!r}")
+        raise ValueError(f"space: expected a non-empty string, got {shown(space)}")
     bad = _BAD_SPACE_CHAR.search(space)
     if bad:
         raise ValueError(f"space {space!r}: contains {_describe(bad.group())}; a space name may not hold "
@@ -66,9 +66,11 @@ def check_text(value: str, where: str, max_chars: int, *, limit_name: str | None
 
 def _required_str(value: Any, where: str, max_chars: int = MAX_ID_CHARS, limit_name: str | None = None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > 13_000:  # about 4,000 digits: Python refuses str() of such ints
+            raise ValueError(f"{where}: expected a non-empty string, got an integer of over 3,900 digits")
         value = str(value)
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{where}: expected a non-empty string, got {value!r}")
+        raise ValueError(f"{where}: expected a non-empty string, got {shown(value)}")
     return check_text(value, where, max_chars, limit_name=limit_name)
 
 
@@ -119,10 +121,7 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
         session_id = _required_str(fields["session_id"], f"{where}.session_id")
         speaker = _required_str(fields["speaker"], f"{where}.speaker").strip()
         text = _required_str(fields["text"], f"{where}.text", max_turn_chars, "max_turn_chars").strip()
-        try:
-            timestamp = parse_timestamp(fields["timestamp"], default_tz)
-        except ValueError as exc:
-            raise ValueError(f"{where}.timestamp: {exc}") from None
+        timestamp = parse_timestamp(fields["timestamp"], default_tz, field=f"{where}.timestamp")
         extra = fields.get("extra") or {}
         if not isinstance(extra, Mapping):
             raise ValueError(f"{where}.extra: expected a dict, got {type(extra).__name__}")
@@ -144,3 +143,22 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
 
 def with_space(turn: Turn, space: str) -> Turn:
     return turn if turn.space == space else replace(turn, space=space)
+
+
+MAX_TOP_K = 10_000  # a search returns at most this many hits
+
+
+def validate_query(query: Any, max_chars: int) -> str:
+    """A search query: a non-empty string of text (see `check_text`), at most `max_chars`."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query: expected a non-empty string, got {shown(query)}")
+    return check_text(query, "query", max_chars, limit_name="max_turn_chars")
+
+
+def validate_top_k(top_k: Any) -> int:
+    """An int (not a bool) in 1..MAX_TOP_K."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise ValueError(f"top_k: expected an integer, got {shown(top_k)}")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise ValueError(f"top_k: expected 1..{MAX_TOP_K}, got {shown(top_k)}")
+    return top_k

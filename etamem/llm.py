@@ -58,12 +58,24 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_json_strict(text: str) -> Any:
-    """Parse `text` as JSON after stripping whitespace and one surrounding ``` fence."""
+    """Parse `text` as JSON after stripping whitespace and one surrounding ``` fence. Anything
+    that is not plain JSON raises ValueError: NaN/Infinity, numbers beyond float range, nesting
+    too deep for the parser."""
     body = text.strip()
     m = _FENCE.match(body)
     if m:
         body = m.group(1).strip()
-    return json.loads(body, parse_constant=_reject_constant)
+    try:
+        return json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
 
 
 class _ResponseCache:

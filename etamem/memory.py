@@ -31,7 +31,7 @@ import numpy as np
 from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
-from .inputs import normalise_turns, validate_space
+from .inputs import normalise_turns, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
 from .locks import SpaceFileLock
 from .store import Store
@@ -476,15 +476,12 @@ class Memory:
         """
         from .retrieval import search_space
 
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"query: expected a non-empty string, got {query!r}")
-        k = self.config.top_k if top_k is None else int(top_k)
-        if k < 1:
-            raise ValueError(f"top_k: expected >= 1, got {top_k!r}")
+        validate_query(query, self.config.max_turn_chars)
+        k = self.config.top_k if top_k is None else validate_top_k(top_k)
         bad = [v for v in views if v not in ("event", "affect", "time")]
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
-        when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         live = self._space(self._known_space(space))
         q_text = self._encode_query(query)  # models run outside the space's locks
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
@@ -511,7 +508,7 @@ class Memory:
     def _answer(self, question: str, space: str, now, top_k: int | None) -> Answer:
         from .answering import says_missing
 
-        when = None if now is None else parse_timestamp(now, self.config.default_timezone)
+        when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         from .retrieval import with_fallback
 
         result = self.retrieve(question, space=space, top_k=top_k, now=when)

@@ -32,26 +32,43 @@ def resolve_timezone(name: str | tzinfo) -> tzinfo:
     return timezone.utc if name.upper() == "UTC" else ZoneInfo(name)
 
 
-def parse_timestamp(value: datetime | str, default_tz: str | tzinfo = "UTC") -> datetime:
+YEAR_RANGE = (2, 9998)  # the Time forest and relative dates need a year of margin on both sides
+
+
+def parse_timestamp(value: datetime | str, default_tz: str | tzinfo = "UTC", field: str = "timestamp") -> datetime:
     """Parse a turn timestamp into a timezone-aware datetime.
 
     Accepts a datetime (naive ones get `default_tz`), ISO 8601 strings (`2023-05-08T13:56`,
     `2023-05-08 13:56:00+02:00`, `...Z`), LoCoMo (`"1:56 pm on 8 May, 2023"`) and
-    LongMemEval (`"2023/05/20 (Sat) 02:21"`). Raises ValueError on anything else.
+    LongMemEval (`"2023/05/20 (Sat) 02:21"`), with a year in `YEAR_RANGE`. Raises ValueError
+    starting with `field` on anything else.
     """
     tz = resolve_timezone(default_tz)
     if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=tz)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"timestamp: expected a datetime or a non-empty string, got {value!r}")
-    text = value.strip()
-    parsed = _parse_locomo(text) or _parse_longmemeval(text) or _parse_iso(text)
-    if parsed is None:
-        raise ValueError(
-            f"timestamp: cannot parse {value!r} (expected ISO 8601, LoCoMo '1:56 pm on 8 May, 2023' "
-            "or LongMemEval '2023/05/20 (Sat) 02:21')"
-        )
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=tz)
+        parsed = value
+    elif not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{field}: expected a datetime or a non-empty string, got {_short(value)}")
+    else:
+        text = value.strip()
+        parsed = _parse_locomo(text) or _parse_longmemeval(text) or _parse_iso(text)
+        if parsed is None:
+            raise ValueError(
+                f"{field}: cannot parse {_short(value)} (expected ISO 8601, LoCoMo '1:56 pm on 8 May, 2023' "
+                "or LongMemEval '2023/05/20 (Sat) 02:21')"
+            )
+    parsed = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=tz)
+    try:
+        year = parsed.astimezone(timezone.utc).year
+    except (OverflowError, ValueError):
+        year = parsed.year + (1 if parsed.month == 12 else -1)  # the UTC instant falls outside years 1..9999
+    if not YEAR_RANGE[0] <= year <= YEAR_RANGE[1] or not YEAR_RANGE[0] <= parsed.year <= YEAR_RANGE[1]:
+        raise ValueError(f"{field}: year {parsed.year} is outside {YEAR_RANGE[0]}..{YEAR_RANGE[1]}")
+    return parsed
+
+
+def _short(value, n: int = 80) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 50 else "a huge integer"
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def _parse_locomo(text: str) -> datetime | None:

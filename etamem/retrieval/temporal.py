@@ -292,7 +292,19 @@ _Cand = namedtuple("_Cand", "s e start end kind order")  # text span, window, ru
 
 
 def parse_time_window(question: str, now: datetime | None) -> TimeWindow | None:
-    """The most specific time window named in `question`, resolved against `now`."""
+    """The most specific time window named in `question`, resolved against `now`; None when
+    none is named, or when it would fall outside the calendar (years 1..9999)."""
+    try:
+        return _parse_time_window(question, now)
+    except OverflowError:
+        return None
+    except ValueError as exc:
+        if "out of range" in str(exc):
+            return None
+        raise
+
+
+def _parse_time_window(question: str, now: datetime | None) -> TimeWindow | None:
     if now is not None and now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     c = _Ctx(now, now.tzinfo if now is not None else timezone.utc)

@@ -3,8 +3,15 @@ SQLite, FAISS/BM25 indexes) and conversations with markers that make leaks visib
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+import numpy as np
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
@@ -64,3 +71,64 @@ def view_problems(store, space: str) -> dict[str, list[str]]:
 def files_containing(root, needle: bytes) -> list[str]:
     """Every file under `root` whose bytes contain `needle`."""
     return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+WORKER = str(Path(__file__).with_name("rel_worker.py"))
+
+
+def spawn(*args, env=None) -> subprocess.Popen:
+    """`rel_worker.py ARGS` in a new process (text pipes)."""
+    return subprocess.Popen([sys.executable, WORKER, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+def acks(text: str) -> list[str]:
+    return [line.split()[1] for line in text.splitlines() if line.startswith("ok ")]
+
+
+def crash_once(work: Path, seed: int, source: str, *, resume: bool = True) -> dict:
+    """Ingest `source` turn by turn in a process SIGKILLed at a random time (even seeds: after a
+    random number of acknowledged adds plus a random delay) or at a random SQL statement of its
+    store connection (odd seeds), then reopen the store and check it. Returns the figures:
+    acked, stored, lost (acknowledged but absent), doubled (units or turns twice), views_ok,
+    searchable (pending turns flushed, search answers), completed (a new process resumed the
+    ingest to the end with a consistent store)."""
+    rng = np.random.default_rng(seed)
+    root = work / f"crash{seed}"
+    if seed % 2:
+        child = spawn("ingest", root, source, env={"ETAMEM_KILL_AT_STATEMENT": str(int(rng.integers(30, 1500)))})
+        acked = acks(child.communicate(timeout=900)[0])
+    else:
+        child = spawn("ingest", root, source)
+        acked, target = [], int(rng.integers(1, 40))
+        for line in child.stdout:
+            acked += acks(line)
+            if len(acked) >= target:
+                break
+        time.sleep(float(rng.uniform(0, 0.05)))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        acked += acks(child.stdout.read())
+    out = {"seed": seed, "acked": len(acked)}
+    mem = fast_memory(root)  # must open, whatever the kill left
+    turns = [t.turn_id for t in mem.turns("conv")] if "conv" in mem.spaces() else []
+    units = [a.amu_id for a in mem.list("conv")] if turns else []
+    out.update(stored=len(turns), lost=len(set(acked) - set(turns)),
+               doubled=len(turns) - len(set(turns)) + len(units) - len(set(units)),
+               views_ok=not turns or not view_problems(mem.store, "conv"))
+    if turns:
+        mem.flush("conv")  # turns stored but not extracted when the process died
+        out["searchable"] = mem.store.count_pending("conv") == 0 and bool(mem.search("What happened?", space="conv"))
+    else:
+        out["searchable"] = True
+    mem.close()
+    if resume:
+        rest = spawn("ingest", root, source, len(turns))  # the ingest resumes where the store stops
+        _, err = rest.communicate(timeout=900)
+        mem = fast_memory(root)
+        units = [a.amu_id for a in mem.list("conv")]
+        out["completed"] = (rest.returncode == 0 and set(acked) <= {t.turn_id for t in mem.turns("conv")}
+                            and len(units) == len(set(units)) and not view_problems(mem.store, "conv"))
+        out["resume_error"] = "" if rest.returncode == 0 else err[-1000:]
+        mem.close()
+    return out
