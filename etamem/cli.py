@@ -127,7 +127,7 @@ def cmd_ingest(args) -> int:
                     continue
                 mem.delete(space=conv.space)
             bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
-            for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
+            for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
                 session = list(session)
                 mem.add(session, space=conv.space)
                 bar.update(len(session))

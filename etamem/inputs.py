@@ -81,7 +81,7 @@ def _turn_space(value: Any, space: str, where: str) -> None:
     except ValueError:
         same = False
     if not same:
-        raise ValueError(f"{where}.space: turn belongs to space {value!r}, not {space!r}")
+        raise ValueError(f"{where}.space: turn belongs to space {shown(value)}, not {space!r}")
 
 
 def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default_tz: str,

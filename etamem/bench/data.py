@@ -2,6 +2,8 @@
 questions, gold evidence and the date each question is asked."""
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -57,12 +59,13 @@ def load_locomo(path: str) -> list[BenchConversation]:
         now = conv.turns[-1]["timestamp"] if conv.turns else None  # asked after the last session
         questions = []
         for i, qa in enumerate(conv.questions):
-            if qa.get("category") == 5:
-                continue
-            gold, skipped = normalise_evidence(qa.get("evidence"), known)
-            questions.append(BenchQuestion(qid=f"{conv.space}:q{i}", space=conv.space, question=qa["question"],
-                                           answer=str(qa.get("answer", "")), category=str(qa.get("category")),
-                                           now=now, gold_turns=gold, skipped_evidence=skipped))
+            with _question(path, conv.space, i):
+                if qa.get("category") == 5:
+                    continue
+                gold, skipped = normalise_evidence(qa.get("evidence"), known)
+                questions.append(BenchQuestion(qid=f"{conv.space}:q{i}", space=conv.space, question=qa["question"],
+                                               answer=str(qa.get("answer", "")), category=str(qa.get("category")),
+                                               now=now, gold_turns=gold, skipped_evidence=skipped))
         out.append(BenchConversation(conv.space, conv.turns, questions))
     return out
 
@@ -72,17 +75,32 @@ def load_longmemeval(path: str) -> list[BenchConversation]:
     `answer_session_ids`; gold turns the user turns with `has_answer`."""
     out = []
     for conv in read_longmemeval(path):
-        q = conv.questions[0]
-        user_turns = {t["turn_id"] for t in conv.turns if t["speaker"] == "user"}
-        gold_turns = [t["turn_id"] for t in conv.turns
-                      if t["speaker"] == "user" and t.get("extra", {}).get("has_answer")]
-        qid = str(q["question_id"])
-        bq = BenchQuestion(qid=qid, space=conv.space, question=q["question"], answer=str(q.get("answer", "")),
-                           category=str(q.get("question_type")), now=conv.question_date, gold_turns=gold_turns,
-                           gold_sessions=[str(s) for s in q.get("answer_session_ids") or []],
-                           abstention=qid.endswith("_abs"))
-        out.append(BenchConversation(conv.space, conv.turns, [bq], user_turns))
+        with _question(path, conv.space, 0):
+            out.append(_longmemeval_question(conv))
     return out
+
+
+def _longmemeval_question(conv) -> BenchConversation:
+    q = conv.questions[0]
+    user_turns = {t["turn_id"] for t in conv.turns if t["speaker"] == "user"}
+    gold_turns = [t["turn_id"] for t in conv.turns
+                  if t["speaker"] == "user" and t.get("extra", {}).get("has_answer")]
+    qid = str(q["question_id"])
+    bq = BenchQuestion(qid=qid, space=conv.space, question=q["question"], answer=str(q.get("answer", "")),
+                       category=str(q.get("question_type")), now=conv.question_date, gold_turns=gold_turns,
+                       gold_sessions=[str(s) for s in q.get("answer_session_ids") or []],
+                       abstention=qid.endswith("_abs"))
+    return BenchConversation(conv.space, conv.turns, [bq], user_turns)
+
+
+@contextlib.contextmanager
+def _question(path, space: str, index: int):
+    """A question of the wrong form (missing `question`, not an object) -> ValueError naming it."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"{path}: {space} question {index}: not in the expected form ({detail})") from None
 
 
 def load(dataset: str, path: str) -> list[BenchConversation]:
