@@ -72,7 +72,7 @@ class Memory:
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
         self._file_lock = SpaceFileLock(self.path)  # the same, across processes
         self._identity_checked: set[str] = set()  # "text", "affect": model identity checked against the store
-        self.extraction_stats = {"turns": 0, "amus": 0}  # LLM fallbacks: LLMExtractor.stats
+        self.extraction_stats = {"turns": 0, "amus": 0}  # + "unavailable" (deferrals); fallbacks: the extractor's stats
         # accumulated seconds per write stage: extract, encode, tag, views (views, indexes and
         # the store commit, under the write lock), store (raw turns)
         self.stage_seconds: dict[str, float] = {}
@@ -201,10 +201,12 @@ class Memory:
             space: str = "default") -> list[AMU]:
         """Store turns, then extract, tag and index their AMUs; returns the new AMUs.
 
-        Bad input raises ValueError naming the field (e.g. `turns[2].timestamp`) and stores
-        nothing from the call. Raw turns are durable before extraction: if a model fails,
-        they stay pending and are processed by the next `add`/`flush`.
-        A new session id ends the space's open sessions.
+        Bad input (or models other than the store's) raises ValueError naming the field (e.g.
+        `turns[2].timestamp`) and stores nothing from the call. Raw turns are durable before
+        extraction: when the LLM gives no reply they stay pending and `add` returns the units
+        it made (see `_process_pending`); any other model failure raises, the turns pending
+        likewise; the next `add`/`flush` processes them. A new session id ends the space's open
+        sessions.
         """
         space = validate_space(space)
         items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
@@ -225,7 +227,8 @@ class Memory:
             return self._process_pending(space, live)
 
     def flush(self, space: str = "default") -> list[AMU]:
-        """Process any pending turns of the space (e.g. after a model failure)."""
+        """Process the space's pending turns (after the LLM was unreachable or a model failed);
+        returns the new units."""
         with self._writing(self._known_space(space)) as live:
             return self._process_pending(live.name, live)
 
