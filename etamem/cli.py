@@ -121,23 +121,31 @@ def cmd_ingest(args) -> int:
     with _memory(args, args.store) as mem:
         for conv in conversations:
             t0 = time.perf_counter()
-            if conv.space in mem.spaces():
-                if not args.replace:
-                    print(f"{conv.space}: already in the store, skipped (use --replace to re-ingest)")
-                    continue
+            if conv.space in mem.spaces() and args.replace:
+                _confirm_replace(args, mem, conv.space)
                 mem.delete(space=conv.space)
+            ids = [str(t["turn_id"]) for t in conv.turns if isinstance(t, dict) and t.get("turn_id") is not None]
+            present = len(mem.store.existing_turn_ids(conv.space, ids)) if conv.space in mem.spaces() else 0
             bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
-            for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
-                session = list(session)
-                mem.add(session, space=conv.space)
-                bar.update(len(session))
+            try:
+                for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
+                    session = list(session)
+                    mem.add(session, space=conv.space)  # turns already stored (same id and content) are skipped
+                    bar.update(len(session))
+            except KeyboardInterrupt:
+                bar.close()
+                stored = len(mem.turns(conv.space)) if conv.space in mem.spaces() else 0
+                print(f"\ninterrupted: {conv.space} has {stored} of its {len(conv.turns)} turns stored; run the same "
+                      f"command again to add the rest", file=sys.stderr)
+                return 130
             mem.end_session(conv.space)
             bar.close()
             amus = mem.list(conv.space)
             pol = polarity_counts(amus)
             rows.append((conv.space, len(conv.turns), len(amus), pol, time.perf_counter() - t0))
-            print(f"{conv.space}: turns {len(conv.turns)}, AMUs {len(amus)}, polarity neg {pol['negative']} / "
-                  f"neu {pol['neutral']} / pos {pol['positive']}, {rows[-1][4]:.1f} s")
+            print(f"{conv.space}: turns {len(conv.turns)} (added {len(conv.turns) - present}, already present "
+                  f"{present}), AMUs {len(amus)}, polarity neg {pol['negative']} / neu {pol['neutral']} / "
+                  f"pos {pol['positive']}, {rows[-1][4]:.1f} s")
             for line in format_view_stats(mem.stats(conv.space)["views"]):
                 print(f"  {line}")
     if rows:
@@ -148,6 +156,18 @@ def cmd_ingest(args) -> int:
               f"{total['negative']} / neu {total['neutral']} / pos {total['positive']}, "
               f"wall {time.perf_counter() - t_all:.1f} s")
     return 0
+
+
+def _confirm_replace(args, mem, space: str) -> None:
+    """`--replace` deletes a stored space: say what, and ask (or require --yes off a terminal)."""
+    what = f"{space}: --replace deletes its {len(mem.turns(space))} turns and {len(mem.list(space))} units"
+    if args.yes:
+        print(f"{what}", file=sys.stderr)
+        return
+    if not sys.stdin.isatty():
+        raise ValueError(f"{what}; add --yes to confirm (not asked: no terminal)")
+    if input(f"{what}. Delete them? [y/N] ").strip().lower() not in ("y", "yes"):
+        raise ValueError(f"{space}: not replaced (answered no)")
 
 
 def format_view_stats(views: dict) -> list[str]:
@@ -388,7 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--format", required=True, choices=["locomo", "longmemeval", "jsonl"])
     i.add_argument("--store", required=True, help="store directory")
     i.add_argument("--limit", type=int, default=0, help="only the first N conversations")
-    i.add_argument("--replace", action="store_true", help="re-ingest conversations already in the store")
+    i.add_argument("--replace", action="store_true",
+                   help="delete conversations already in the store and ingest them again (asks; --yes off a terminal)")
+    i.add_argument("--yes", action="store_true", help="confirm --replace without asking")
     i.add_argument("--no-progress", action="store_true")
     common(i)
     i.set_defaults(func=cmd_ingest)

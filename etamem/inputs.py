@@ -133,7 +133,9 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
             raise ValueError(f"{where}.extra: {size} characters as JSON, more than max_turn_chars={max_turn_chars}")
         turn_id = fields.get("turn_id")
         turn_id = f"t{next_seq + i}" if turn_id is None else _required_str(turn_id, f"{where}.turn_id")
-        if turn_id in seen or (existing_ids and turn_id in existing_ids):
+        if turn_id in seen:
+            raise ValueError(f"{where}.turn_id: {turn_id!r} appears twice in this call")
+        if existing_ids and turn_id in existing_ids:
             raise ValueError(f"{where}.turn_id: {turn_id!r} is already stored in space {space!r}")
         seen.add(turn_id)
         out.append(Turn(turn_id=turn_id, session_id=session_id, speaker=speaker, text=text,
@@ -162,3 +164,20 @@ def validate_top_k(top_k: Any) -> int:
     if not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k: expected 1..{MAX_TOP_K}, got {shown(top_k)}")
     return top_k
+
+
+def same_turn(a: Turn, b: Turn) -> bool:
+    """Same content: session, speaker, text, instant and extra (ids and spaces aside)."""
+    return (a.session_id, a.speaker, a.text, a.timestamp, a.extra) == (b.session_id, b.speaker, b.text, b.timestamp,
+                                                                        b.extra)
+
+
+def describe_difference(stored: Turn, given: Turn) -> str:
+    """`field: stored ... given ...` for each field that differs (for an error message)."""
+    parts = []
+    for name in ("session_id", "speaker", "text", "timestamp", "extra"):
+        a, b = getattr(stored, name), getattr(given, name)
+        if a != b:
+            a, b = (x.isoformat() if name == "timestamp" else x for x in (a, b))
+            parts.append(f"{name}: stored {shown(a, 60)}, given {shown(b, 60)}")
+    return "; ".join(parts)

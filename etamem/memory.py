@@ -31,7 +31,7 @@ import numpy as np
 from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
-from .inputs import normalise_turns, validate_query, validate_space, validate_top_k
+from .inputs import describe_difference, normalise_turns, same_turn, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
 from .locks import SpaceFileLock
 from .store import Store
@@ -201,6 +201,10 @@ class Memory:
             space: str = "default") -> list[AMU]:
         """Store turns, then extract, tag and index their AMUs; returns the new AMUs.
 
+        Idempotent: a turn whose `turn_id` is already stored with the same content is not
+        stored again and its units are returned (a retry after a network error is safe); the
+        same id with other content raises ValueError naming both. Turns without an id get a new
+        one (`t<seq>`) each time: give ids to make retries safe.
         Bad input (or models other than the store's) raises ValueError naming the field (e.g.
         `turns[2].timestamp`) and stores nothing from the call. Raw turns are durable before
         extraction: when the LLM gives no reply they stay pending and `add` returns the units
@@ -219,12 +223,22 @@ class Memory:
             with self._timed("store"):
                 next_seq = self.store.next_turn_seq(space)
                 clean = normalise_turns(items, space, next_seq=next_seq, **limits)
-                existing = self.store.existing_turn_ids(space, [t.turn_id for t in clean])
+                stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean])}
                 for i, t in enumerate(clean):
-                    if t.turn_id in existing:
-                        raise ValueError(f"turns[{i}].turn_id: {t.turn_id!r} is already stored in space {space!r}")
-                self.store.insert_turns(clean, first_seq=next_seq)
-            return self._process_pending(space, live)
+                    if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
+                        raise ValueError(f"turns[{i}].turn_id: {t.turn_id!r} is already stored in space {space!r} "
+                                         f"with other content ({describe_difference(stored[t.turn_id], t)})")
+                fresh = [t for t in clean if t.turn_id not in stored]
+                if fresh:
+                    self.store.insert_turns(fresh, first_seq=next_seq)
+            new = self._process_pending(space, live)
+            if len(fresh) == len(clean):
+                return new
+            # a retry: the turns already stored give their units back, in the order given
+            order = {t.turn_id: i for i, t in enumerate(clean)}
+            made = {a.amu_id for a in new}
+            old = [a for a in self.store.amus_of_turns(space, list(stored)) if a.amu_id not in made]
+            return sorted(old + new, key=lambda a: min((order.get(s, len(order)) for s in a.source_turn_ids)))
 
     def flush(self, space: str = "default") -> list[AMU]:
         """Process the space's pending turns (after the LLM was unreachable or a model failed);

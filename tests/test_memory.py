@@ -79,8 +79,9 @@ def test_bad_input_stores_nothing(minilm, field, value, match):
     assert {a.source_turn_ids for a in mem.list("u1")} == {("a1",)}
     with pytest.raises(ValueError, match="space"):
         mem.add(CONV, space="")
-    with pytest.raises(ValueError, match=r"turns\[0\]\.turn_id"):
-        mem.add(CONV[:1], space="u1")  # same id twice
+    assert mem.add(CONV[:1], space="u1") == mem.list("u1")  # the same turn again: a no-op (idempotent)
+    with pytest.raises(ValueError, match=r"turns\[0\]\.turn_id: 'a1' is already stored .* other content"):
+        mem.add([{**CONV[0], "text": "Another text."}], space="u1")  # same id, other content
     with pytest.raises(ValueError, match="unknown field"):
         mem.add([{**CONV[1], "mood": "x"}], space="u1")
 
@@ -246,3 +247,31 @@ def test_one_call_with_several_sessions_ends_all_but_the_last(minilm):
     mem.add(CONV, space="u1")  # s1 then s2 in one call
     assert mem.store.open_sessions("u1") == ["s2"]
     assert mem.views("u1").event.steps == 1  # s1's end ran one maintenance pass
+
+
+def test_add_is_idempotent_by_turn_id(hashing_encoder, tmp_path):
+    """A retry of the same turns stores nothing new and returns the same units; the same id with
+    other content is an error naming both; README's example runs twice."""
+    from etamem.affect import VaderAffectTagger
+    from etamem.encoders import CachedEncoder
+
+    enc = CachedEncoder(hashing_encoder)
+    mem = Memory(tmp_path / "s", text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
+    first = mem.add(CONV, space="u1")
+    again = mem.add(CONV, space="u1")
+    assert [a.amu_id for a in again] == [a.amu_id for a in first] and len(mem.turns("u1")) == len(CONV)
+    some = mem.add(CONV[1:3] + [{**CONV[0], "turn_id": "new:1", "session_id": "s9"}], space="u1")
+    assert {a.source_turn_ids[0] for a in some} >= {CONV[1]["turn_id"], "new:1"}
+    assert len(mem.turns("u1")) == len(CONV) + 1
+    with pytest.raises(ValueError, match=r"turns\[0\]\.turn_id: .* with other content \(text: stored"):
+        mem.add([{**CONV[1], "text": "Something else."}], space="u1")
+    with pytest.raises(ValueError, match="appears twice in this call"):
+        mem.add([CONV[0], CONV[0]], space="u1")
+    mem.close()
+    for _ in range(2):  # the README example
+        with Memory(tmp_path / "alice", text_encoder=enc, affect_tagger=VaderAffectTagger(enc)) as m:
+            m.add([{"session_id": "s1", "speaker": "Alice", "text": "I adopted a grey cat named Miso.",
+                    "timestamp": "1:56 pm on 8 May, 2023", "turn_id": "s1:1"},
+                   {"session_id": "s1", "speaker": "Bob", "text": "I start my new job in Lyon on Monday.",
+                    "timestamp": "2023-05-08T13:58", "turn_id": "s1:2"}], space="alice")
+            assert len(m.turns("alice")) == 2 and m.search("What pet does Alice have?", space="alice")

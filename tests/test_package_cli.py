@@ -91,6 +91,42 @@ def test_cli_demo_runs_offline(capsys, monkeypatch):
     assert "Pixel" in out  # the cat's name is found among the evidence
 
 
+def test_cli_demo_into_a_store_runs_twice(tmp_path, capsys, monkeypatch):
+    """The second run finds the demo's turns stored (same ids, same content): idempotent adds."""
+    from etamem.cli import main
+
+    monkeypatch.delenv("ETAMEM_LLM_MODEL", raising=False)
+    for _ in range(2):
+        assert main(["-q", "demo", "--store", str(tmp_path / "demo"), "--top-k", "3"]) == 0
+        assert capsys.readouterr().out.count("Q: ") == 5
+
+
+def test_cli_ingest_appends_and_resumes_on_shipped_data(tmp_path, capsys, monkeypatch):
+    """On the bundled demo conversation (no ../shared needed): an ingest of part of the file, then
+    of the whole file, adds only the new turns (what an interrupted ingest needs to finish);
+    --replace says what it deletes and wants --yes off a terminal."""
+    from importlib import resources
+
+    from etamem.cli import main
+
+    monkeypatch.delenv("ETAMEM_LLM_MODEL", raising=False)
+    turns = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text())["turns"]
+    part, whole, store = tmp_path / "part.jsonl", tmp_path / "whole.jsonl", tmp_path / "store"
+    part.write_text("".join(json.dumps({**t, "space": "demo"}) + "\n" for t in turns[:12]))
+    whole.write_text("".join(json.dumps({**t, "space": "demo"}) + "\n" for t in turns))
+    run = ["-q", "ingest", "--format", "jsonl", "--store", str(store), "--no-progress"]
+    assert main([*run, str(part)]) == 0
+    assert "demo: turns 12 (added 12, already present 0)" in capsys.readouterr().out
+    assert main([*run, str(whole)]) == 0
+    assert f"demo: turns {len(turns)} (added {len(turns) - 12}, already present 12)" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main([*run, str(whole), "--replace"]) == 2
+    err = capsys.readouterr().err
+    assert f"demo: --replace deletes its {len(turns)} turns" in err and "add --yes to confirm" in err
+    assert main([*run, str(whole), "--replace", "--yes"]) == 0
+    assert f"(added {len(turns)}, already present 0)" in capsys.readouterr().out
+
+
 def test_cli_ingest_search_ask(tmp_path, capsys, locomo_dev):
     from etamem.cli import main
 
@@ -103,9 +139,10 @@ def test_cli_ingest_search_ask(tmp_path, capsys, locomo_dev):
     store = tmp_path / "store"
     assert main(["-q", "ingest", str(sliced), "--format", "locomo", "--store", str(store), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert f"conv-26: turns {n_turns}, AMUs" in out and "polarity neg" in out and "total: 1 conversations" in out
+    assert f"conv-26: turns {n_turns} (added {n_turns}, already present 0), AMUs" in out and "polarity neg" in out
+    assert "total: 1 conversations" in out
     assert main(["-q", "ingest", str(sliced), "--format", "locomo", "--store", str(store)]) == 0
-    assert "already in the store" in capsys.readouterr().out
+    assert f"(added 0, already present {n_turns})" in capsys.readouterr().out
     assert main(["-q", "search", str(store), "LGBTQ support group", "--space", "conv-26", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert hits and "D1:3" in {t for h in hits[:3] for t in h["source_turn_ids"]}
