@@ -209,7 +209,10 @@ def _existing_store(path: str) -> str:
 
 
 def cmd_search(args) -> int:
+    from .inspect import resolve_space
+
     with _memory(args, _existing_store(args.store)) as mem:
+        args.space = resolve_space(mem, args.space)  # may be left out when the store holds one space
         hits = mem.search(args.query, space=args.space, top_k=args.top_k, now=args.now)
         if args.json:
             print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score,
@@ -221,7 +224,10 @@ def cmd_search(args) -> int:
 
 
 def cmd_ask(args) -> int:
+    from .inspect import resolve_space
+
     with _memory(args, _existing_store(args.store)) as mem:
+        args.space = resolve_space(mem, args.space)
         ans = mem.answer(args.question, space=args.space, now=args.now, top_k=args.top_k)
         print(ans.text)
         if ans.note:
@@ -418,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("search", help="search a store")
     s.add_argument("store")
     s.add_argument("query")
-    s.add_argument("--space", default="default")
+    s.add_argument("--space", default=None, help="default: the store's only space")
     s.add_argument("--top-k", type=int, default=10)
     s.add_argument("--now", default=None, help="question date")
     s.add_argument("--json", action="store_true")
@@ -435,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("ask", help="answer a question from a store")
     a.add_argument("store")
     a.add_argument("question")
-    a.add_argument("--space", default="default")
+    a.add_argument("--space", default=None, help="default: the store's only space")
     a.add_argument("--top-k", type=int, default=None)
     a.add_argument("--now", default=None, help="question date")
     a.add_argument("--show", type=int, default=5, help="evidence hits shown")

@@ -125,6 +125,11 @@ def test_cli_ingest_appends_and_resumes_on_shipped_data(tmp_path, capsys, monkey
     assert f"demo: --replace deletes its {len(turns)} turns" in err and "add --yes to confirm" in err
     assert main([*run, str(whole), "--replace", "--yes"]) == 0
     assert f"(added {len(turns)}, already present 0)" in capsys.readouterr().out
+    # the store holds one space: search and ask need no --space
+    assert main(["-q", "search", str(store), "What is the name of Maya's cat?", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["-q", "ask", str(store), "What is the name of Maya's cat?"]) == 0
+    assert "evidence:" in capsys.readouterr().out
 
 
 def test_cli_ingest_search_ask(tmp_path, capsys, locomo_dev):
