@@ -32,7 +32,7 @@ REL = ROOT / "tests" / "reliability"
 sys.path[:0] = [str(REL), str(ROOT / "tests")]
 
 from conftest import LOCOMO_DEV  # noqa: E402
-from rel_common import acks, conversation, crash_once, fast_memory, files_containing, spawn, view_problems  # noqa: E402
+from rel_common import crash_once, files_containing, isolation_run, processes_run  # noqa: E402
 
 SOURCE = f"locomo:{LOCOMO_DEV}" if LOCOMO_DEV.exists() else "demo"
 
@@ -50,50 +50,19 @@ def crash(seeds: int, work: Path) -> dict:
 
 
 def processes(n: int, work: Path) -> dict:
-    root, stop = work / "procs", work / "procs.stop"
-    fast_memory(root).add({"session_id": "seed", "speaker": "Ben", "turn_id": "seed:0", "text": "The garden needs water.",
-                           "timestamp": "2023-05-01T10:00:00+00:00"}, space="shared")
-    writers = [spawn("writer", root, "shared", f"w{k}", n) for k in range(2)]
-    readers = [spawn("reader", root, "shared", stop, f"w0tok{n - 1}", f"w1tok{n - 1}") for _ in range(2)]
-    outs = [w.communicate(timeout=900) for w in writers]
-    stop.touch()
-    reads = [r.communicate(timeout=900) for r in readers]
-    errors = sum(p.returncode != 0 for p in writers + readers)
-    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in reads if out.strip()]
-    errors += sum(len(r["errors"]) for r in reports)
-    acked = [t for out, _ in outs for t in acks(out)]
-    mem = fast_memory(root)
-    turns = {t.turn_id for t in mem.turns("shared")}
-    errors += len(set(acked) - turns) + bool(view_problems(mem.store, "shared"))
-    mem.close()
-    return {"operations": len(acked) + sum(r["searches"] for r in reports), "writes": len(acked),
-            "searches": sum(r["searches"] for r in reports), "errors": errors,
-            "readers_followed": sum(all(r["found"].values()) for r in reports), "readers": len(readers)}
+    run = processes_run(work, n)
+    reports = run["reports"]
+    errors = (sum(rc != 0 for rc in run["writer_rcs"] + run["reader_rcs"]) + sum(len(r["errors"]) for r in reports)
+              + run["lost"] + run["doubled"] + (not run["views_ok"]))
+    searches = sum(r["searches"] for r in reports)
+    return {"operations": len(run["acked"]) + searches, "writes": len(run["acked"]), "searches": searches,
+            "errors": errors, "readers_followed": sum(all(r["found"].values()) for r in reports),
+            "readers": len(run["reader_rcs"])}
 
 
 def isolation(work: Path) -> dict:
-    mem = fast_memory(work / "isolation")
-    names = [f"user-{i:02d}" for i in range(50)]
-    for name in names:
-        mem.add(conversation(f"{name}/", 2, 5), space=name)
-    queries = ["hiking with my sister", "wonderful garden", "violin last weekend", "tea", "museum sunset",
-               "marathon", "What did Ana enjoy?", "coffee and chess", "puppy", "festival camping"]
-    leaks, searches, before = 0, 0, {}
-    for _ in range(2):
-        for name in names:
-            for q in queries:
-                hits = mem.search(q, space=name, top_k=10)
-                searches += 1
-                leaks += sum(not t.startswith(f"{name}/") for h in hits for t in h.source_turn_ids)
-                before[(name, q)] = [(h.amu.amu_id, round(h.score, 6)) for h in hits]
-    counts = {n: (len(mem.turns(n)), len(mem.list(n))) for n in names}
-    mem.delete(names[7])
-    changed = sum((len(mem.turns(n)), len(mem.list(n))) != counts[n]
-                  or any([(h.amu.amu_id, round(h.score, 6)) for h in mem.search(q, space=n, top_k=10)]
-                         != before[(n, q)] for q in queries)
-                  for n in names if n != names[7])
-    mem.close()
-    return {"spaces": len(names), "searches": searches, "leaks": leaks, "spaces_changed_by_a_delete": changed}
+    run = isolation_run(work / "isolation")
+    return {k: run[k] for k in ("spaces", "searches", "leaks", "spaces_changed_by_a_delete")}
 
 
 def forgetting(work: Path) -> dict:

@@ -8,6 +8,7 @@ the file, and the line and column or the record where the reader can tell.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -44,19 +45,27 @@ def _load_json(path: str | Path) -> Any:
         raise ValueError(f"{path}: JSON nested too deeply") from None
 
 
-def _shape_errors(path, what: str):
-    """A context manager factory: `with guard(i):` turns a wrong shape (missing key, wrong type)
-    met while reading record `i` into ValueError naming the file and the record."""
-    import contextlib
+@contextlib.contextmanager
+def shape_guard(path, what: str, index: int) -> Iterator[None]:
+    """Turn a wrong shape (missing key, wrong type) met while reading record `index` (e.g. what
+    "sample") into ValueError naming the file and the record."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"{path}: {what} {index}: not in the expected form ({detail})") from None
 
-    @contextlib.contextmanager
-    def guard(index: int):
-        try:
-            yield
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            detail = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
-            raise ValueError(f"{path}: {what} {index}: not in the expected form ({detail})") from None
-    return guard
+
+def _records(path, listed: str, what: str, parse) -> Iterator[Conversation]:
+    """`parse(record)` for each record of a file holding a JSON list of `listed` (e.g. "LoCoMo
+    samples"); wrong shapes named by `shape_guard` with `what` (e.g. "sample")."""
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of {listed}")
+    for index, record in enumerate(data):
+        with shape_guard(path, what, index):
+            conv = parse(record)
+        yield conv
 
 
 def read_locomo(path: str | Path) -> Iterator[Conversation]:
@@ -65,14 +74,7 @@ def read_locomo(path: str | Path) -> Iterator[Conversation]:
     Only `session_N` keys whose value is a list count as sessions; a photo's
     `blip_caption` goes to the turn's `extra`.
     """
-    data = _load_json(path)
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a list of LoCoMo samples")
-    guard = _shape_errors(path, "sample")
-    for index, sample in enumerate(data):
-        with guard(index):
-            conv = _locomo_sample(sample)
-        yield conv
+    return _records(path, "LoCoMo samples", "sample", _locomo_sample)
 
 
 def _locomo_sample(sample: dict) -> Conversation:
@@ -99,14 +101,7 @@ def longmemeval_turn_id(session_id: str, index: int) -> str:
 def read_longmemeval(path: str | Path) -> Iterator[Conversation]:
     """LongMemEval: one Conversation per question (space = `question_id`), holding its own
     haystack; speakers are `user` / `assistant`, session dates from `haystack_dates`."""
-    data = _load_json(path)
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a list of LongMemEval questions")
-    guard = _shape_errors(path, "question")
-    for index, q in enumerate(data):
-        with guard(index):
-            conv = _longmemeval_question(q)
-        yield conv
+    return _records(path, "LongMemEval questions", "question", _longmemeval_question)
 
 
 def _longmemeval_question(q: dict) -> Conversation:

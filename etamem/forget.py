@@ -94,5 +94,10 @@ def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, who
         have = {u.amu_id for u in plan.units}
         plan.units += [u for u in store.amus_of_turns(space, plan.dropped) if u.amu_id not in have]
         plan.quoted += [u.text for u in plan.units if u.text not in plan.quoted]
-    plan.cache_keys = [text_hash(u.text) for u in plan.units] + [text_hash(turn_text(t)) for t in sources]
+    plan.cache_keys = cache_keys(plan.units, sources)
     return plan
+
+
+def cache_keys(units: list[AMU], turns: list[Turn]) -> list[str]:
+    """The vector-cache keys of the units' texts and the turns' searchable texts."""
+    return [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in turns]

@@ -432,14 +432,12 @@ class Memory:
             return gone
 
     def _delete_space(self, live: LiveSpace) -> int:
-        from .encoders import text_hash
-        from .retrieval import turn_text
+        from .forget import cache_keys
 
         space = live.name
         with live.rw.write():
-            units, turns = self.store.amus(space, status=None), self.store.turns(space)
-            keys = [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in turns]
-            self.store.delete_space(space, cache_keys=keys)
+            units = self.store.amus(space, status=None)
+            self.store.delete_space(space, cache_keys=cache_keys(units, self.store.turns(space)))
             live.broken = True  # any holder of this object must not use it again
             with self._lock:
                 self._live.pop(space, None)

@@ -2,14 +2,13 @@
 questions, gold evidence and the date each question is asked."""
 from __future__ import annotations
 
-import contextlib
 
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..datasets import read_locomo, read_longmemeval
+from ..datasets import read_locomo, read_longmemeval, shape_guard
 from .metrics import normalise_evidence
 
 DATASETS = ("locomo", "longmemeval")
@@ -59,7 +58,7 @@ def load_locomo(path: str) -> list[BenchConversation]:
         now = conv.turns[-1]["timestamp"] if conv.turns else None  # asked after the last session
         questions = []
         for i, qa in enumerate(conv.questions):
-            with _question(path, conv.space, i):
+            with shape_guard(path, f"{conv.space} question", i):
                 if qa.get("category") == 5:
                     continue
                 gold, skipped = normalise_evidence(qa.get("evidence"), known)
@@ -75,7 +74,7 @@ def load_longmemeval(path: str) -> list[BenchConversation]:
     `answer_session_ids`; gold turns the user turns with `has_answer`."""
     out = []
     for conv in read_longmemeval(path):
-        with _question(path, conv.space, 0):
+        with shape_guard(path, f"{conv.space} question", 0):
             out.append(_longmemeval_question(conv))
     return out
 
@@ -91,16 +90,6 @@ def _longmemeval_question(conv) -> BenchConversation:
                        gold_sessions=[str(s) for s in q.get("answer_session_ids") or []],
                        abstention=qid.endswith("_abs"))
     return BenchConversation(conv.space, conv.turns, [bq], user_turns)
-
-
-@contextlib.contextmanager
-def _question(path, space: str, index: int):
-    """A question of the wrong form (missing `question`, not an object) -> ValueError naming it."""
-    try:
-        yield
-    except (KeyError, TypeError, AttributeError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
-        raise ValueError(f"{path}: {space} question {index}: not in the expected form ({detail})") from None
 
 
 def load(dataset: str, path: str) -> list[BenchConversation]:

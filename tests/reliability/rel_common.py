@@ -132,3 +132,67 @@ def crash_once(work: Path, seed: int, source: str, *, resume: bool = True) -> di
         out["resume_error"] = "" if rest.returncode == 0 else err[-1000:]
         mem.close()
     return out
+
+
+ISOLATION_QUERIES = ["hiking with my sister", "wonderful garden", "violin last weekend", "tea", "museum sunset",
+                     "marathon", "What did Ana enjoy?", "coffee and chess", "puppy", "festival camping"]
+
+
+def isolation_run(path, n_spaces: int = 50, deleted: int = 7) -> dict:
+    """The same texts in `n_spaces` spaces under different turn ids, every query searched twice in
+    each: searches, leaks (hits whose unit or source turn is another space's); then space number
+    `deleted` is deleted: whether it is gone, the spaces left, and the other spaces whose counts
+    or results changed."""
+    mem = fast_memory(path)
+    names = [f"user-{i:02d}" for i in range(n_spaces)]
+    for name in names:
+        mem.add(conversation(f"{name}/", 2, 5), space=name)
+
+    def results(name, q):
+        return [(h.amu.amu_id, round(h.score, 6)) for h in mem.search(q, space=name, top_k=10)]
+
+    leaks, searches, before = 0, 0, {}
+    for _ in range(2):
+        for name in names:
+            for q in ISOLATION_QUERIES:
+                hits = mem.search(q, space=name, top_k=10)
+                searches += 1
+                leaks += sum(not t.startswith(f"{name}/") for h in hits for t in h.source_turn_ids)
+                leaks += sum(h.amu.space != name for h in hits)
+                before[(name, q)] = [(h.amu.amu_id, round(h.score, 6)) for h in hits]
+    counts = {n: (len(mem.turns(n)), len(mem.list(n))) for n in names}
+    gone = names[deleted]
+    mem.delete(gone)
+    changed = [n for n in names if n != gone and ((len(mem.turns(n)), len(mem.list(n))) != counts[n]
+                                                 or any(results(n, q) != before[(n, q)] for q in ISOLATION_QUERIES))]
+    out = {"spaces": n_spaces, "searches": searches, "leaks": leaks, "deleted_gone": gone not in mem.spaces(),
+           "spaces_left": len(mem.spaces()), "spaces_changed_by_a_delete": len(changed)}
+    mem.close()
+    return out
+
+
+def processes_run(work: Path, n: int, timeout: float = 900) -> dict:
+    """2 writer processes (`n` single-turn adds each) and 2 reader processes (searching until
+    the writers are done, then for each writer's last token) on one space of a seeded store.
+    Returns the figures: per process return codes and stderr tails, acknowledged adds, reader
+    reports, and what the store holds afterwards."""
+    root, stop = work / "procs", work / "procs.stop"
+    fast_memory(root).add({"session_id": "seed", "speaker": "Ben", "turn_id": "seed:0", "text": "The garden needs water.",
+                           "timestamp": "2023-05-01T10:00:00+00:00"}, space="shared")
+    writers = [spawn("writer", root, "shared", f"w{k}", n) for k in range(2)]
+    readers = [spawn("reader", root, "shared", stop, f"w0tok{n - 1}", f"w1tok{n - 1}") for _ in range(2)]
+    outs = [w.communicate(timeout=timeout) for w in writers]
+    stop.touch()
+    reads = [r.communicate(timeout=timeout) for r in readers]
+    acked = [t for out, _ in outs for t in acks(out)]
+    mem = fast_memory(root)
+    turns = [t.turn_id for t in mem.turns("shared")]
+    units = [a.amu_id for a in mem.list("shared")]
+    out = {"writer_rcs": [w.returncode for w in writers], "reader_rcs": [r.returncode for r in readers],
+           "stderr": [err[-2000:] for _, err in outs + reads], "acked_per_writer": [len(acks(o)) for o, _ in outs],
+           "acked": acked, "reports": [json.loads(o.strip().splitlines()[-1]) for o, _ in reads if o.strip()],
+           "turns": len(turns), "lost": len(set(acked) - set(turns)),
+           "doubled": len(turns) - len(set(turns)) + len(units) - len(set(units)),
+           "views_ok": not view_problems(mem.store, "shared"), "pending": mem.store.count_pending("shared")}
+    mem.close()
+    return out

@@ -12,7 +12,7 @@ import pytest
 from etamem.encoders import text_hash
 from etamem.inspect import export_store
 from etamem.retrieval import turn_text
-from rel_common import conversation, fast_memory, files_containing, view_problems
+from rel_common import conversation, fast_memory, files_containing, isolation_run, view_problems
 
 CANARY = "canaryzq7x91"
 CANARY_TURN = {"session_id": "c", "speaker": "Ana", "turn_id": "c:0", "timestamp": "2023-07-01T10:00:00+00:00",
@@ -131,30 +131,7 @@ def test_delete_errors_are_clear(tmp_path):
 def test_fifty_spaces_never_leak(tmp_path):
     """The same texts in 50 spaces under different turn ids: 1,000 searches return only the
     searched space's turns; deleting one space leaves the others' counts and results as they were."""
-    mem = fast_memory(tmp_path / "s")
-    names = [f"user-{i:02d}" for i in range(50)]
-    for name in names:
-        mem.add(conversation(f"{name}/", 2, 5), space=name)
-    queries = ["hiking with my sister", "wonderful garden", "violin last weekend", "tea", "museum sunset",
-               "marathon", "What did Ana enjoy?", "coffee and chess", "puppy", "festival camping"]
-    leaks, searches, results = 0, 0, {}
-    for r in range(2):
-        for name in names:
-            for q in queries:
-                hits = mem.search(q, space=name, top_k=10)
-                searches += 1
-                leaks += sum(not t.startswith(f"{name}/") for h in hits for t in h.source_turn_ids)
-                leaks += sum(h.amu.space != name for h in hits)
-                if r == 0:
-                    results[(name, q)] = [(h.amu.amu_id, round(h.score, 6)) for h in hits]
-    assert searches == 1000 and leaks == 0
-    counts = {n: (len(mem.turns(n)), len(mem.list(n))) for n in names}
-    mem.delete("user-07")
-    assert "user-07" not in mem.spaces() and len(mem.spaces()) == 49
-    for name in names:
-        if name == "user-07":
-            continue
-        assert (len(mem.turns(name)), len(mem.list(name))) == counts[name]
-        for q in queries[:3]:
-            assert [(h.amu.amu_id, round(h.score, 6)) for h in mem.search(q, space=name, top_k=10)] == results[(name, q)]
-    mem.close()
+    run = isolation_run(tmp_path / "s")
+    assert run["searches"] == 1000 and run["leaks"] == 0
+    assert run["deleted_gone"] and run["spaces_left"] == 49
+    assert run["spaces_changed_by_a_delete"] == 0
