@@ -234,12 +234,17 @@ class VaderAffectTagger:
         return AffectBatch(polarities, scores.astype(np.float32), _l2_normalise(emb))
 
 
-def make_affect_tagger(config: Any, text_encoder: Any) -> AffectTagger:
+_FALLBACK_WARNED: set[str] = set()  # "auto" fell back to VADER: warned once per process and reason
+
+
+def make_affect_tagger(config: Any, text_encoder: Any, recorded: str | None = None) -> AffectTagger:
     """Build the tagger chosen by `config.affect_backend`; logs one line naming it and why.
 
     "vader": VADER. "roberta": RoBERTa, load errors propagate (AffectModelUnavailable says
-    how to get the weights). "auto": RoBERTa if `config.affect_model` loads (from the hub
-    only when `config.allow_model_download`), else VADER.
+    how to get the weights). "auto": the store's tagger when `recorded` (its recorded
+    identity, e.g. "vader+all-MiniLM-L6-v2") names VADER, without trying RoBERTa; else RoBERTa
+    if `config.affect_model` loads (from the hub only when `config.allow_model_download`), else
+    VADER with a warning (once per process; a store records its tagger, so once per store).
     """
     backend = config.affect_backend
     model = config.affect_model
@@ -264,6 +269,10 @@ def make_affect_tagger(config: Any, text_encoder: Any) -> AffectTagger:
         return tagger
     if backend != "auto":
         raise ValueError(f"affect_backend={backend!r}: expected 'auto', 'roberta' or 'vader'")
+    if recorded and recorded.startswith("vader"):
+        logger.info("affect tagger: VADER, the store's recorded tagger (affect_backend='auto'; for RoBERTa set "
+                    "affect_backend='roberta' and run `etamem reindex`)")
+        return vader()
     try:
         tagger = roberta()
     except (OSError, ValueError) as exc:
@@ -271,7 +280,9 @@ def make_affect_tagger(config: Any, text_encoder: Any) -> AffectTagger:
         reason = (f"RoBERTa weights {model!r} not found locally; set affect_model to a local path "
                   f"or allow_model_download=True" if local_only and isinstance(exc, OSError)
                   else f"RoBERTa {model!r} unusable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        logger.warning("affect tagger: VADER fallback (%s)", reason)
+        level = logging.INFO if reason in _FALLBACK_WARNED else logging.WARNING
+        _FALLBACK_WARNED.add(reason)
+        logger.log(level, "affect tagger: VADER fallback (%s)", reason)
         return tagger
     logger.info("affect tagger: RoBERTa %r (affect_backend='auto', weights found, device=%s)",
                 model, tagger.device)

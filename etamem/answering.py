@@ -56,3 +56,18 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
     before = llm.usage()
     text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
     return Answer(text=text, hits=hits, llm_used=True, cost=_usage_delta(before, llm.usage()))
+
+
+def time_summaries(forest, hits: list[Hit]) -> str:
+    """Summaries of the day and week nodes of `forest` (a TimeForest) above the hits' sessions,
+    oldest first, one `<node>: <summary>` line each (the Time view's part of an answer prompt)."""
+    keys: list[str] = []
+    for h in sorted(hits, key=lambda h: h.amu.timestamp):
+        node = f"S:{h.amu.session_id}"
+        if node not in forest.nodes:
+            continue
+        for up in forest.path(node)[1:3]:  # day, week
+            if up not in keys:
+                keys.append(up)
+    lines = [f"{k[2:]}: {forest.nodes[k].summary}" for k in keys if forest.nodes[k].summary]
+    return "\n".join(lines)

@@ -13,35 +13,47 @@ from itertools import groupby
 from pathlib import Path
 
 from .config import Config, parse_overrides
+from .types import UnknownIdError
 
 
 def _setup_logging(verbosity: int) -> None:
-    """Log to stderr: etamem at WARNING / INFO (-v) / DEBUG (-vv), other libraries at WARNING
+    """Log to stderr: etamem at ERROR (-q) / INFO (default) / DEBUG (-vv), other libraries at WARNING
     unless -vv (bm25s sets its own logger to DEBUG when imported, so its records are filtered
     at the handler)."""
-    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    others = logging.ERROR if verbosity < 0 else logging.WARNING if verbosity < 2 else logging.DEBUG
+    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("etamem").setLevel(level)
     if verbosity < 2:
         for handler in logging.getLogger().handlers:
-            handler.addFilter(lambda r: r.levelno >= logging.WARNING or r.name.split(".")[0] == "etamem")
+            handler.addFilter(lambda r: r.levelno >= others or r.name.split(".")[0] == "etamem")
     # model loaders print progress bars of their own; keep the terminal readable
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _config(args) -> Config:
-    """The Config of `--config FILE` and `--set key=value`; a bad file, key or value raises
-    ValueError naming it, which `main` reports as `etamem: error: ...` with exit status 2."""
-    return Config.from_dict(parse_overrides(getattr(args, "set", None), getattr(args, "config", None)))
+def _config(args, preset: dict | None = None) -> Config:
+    """The Config of a command's `preset` values, then `--config FILE`, then `--set key=value`
+    (later wins); a bad file, key or value raises ValueError naming it, which `main` reports as
+    `etamem: error: ...` with exit status 2."""
+    config_file = getattr(args, "config", None)
+    from_file = parse_overrides(None, config_file)
+    try:
+        Config.from_dict({**(preset or {}), **from_file})
+    except ValueError as exc:
+        raise ValueError(f"config file {config_file}: {exc}") from None
+    from_set = parse_overrides(getattr(args, "set", None))
+    try:
+        return Config.from_dict({**(preset or {}), **from_file, **from_set})
+    except ValueError as exc:
+        raise ValueError(f"--set: {exc}") from None
 
 
-def _memory(args, path):
+def _memory(args, path, preset: dict | None = None):
     from .memory import Memory
 
-    return Memory(path, _config(args))
+    return Memory(path, _config(args, preset))
 
 
 def polarity_counts(amus) -> dict[str, int]:
@@ -59,11 +71,14 @@ def _print_hits(hits, mem, space) -> None:
 
 
 # --- demo ---------------------------------------------------------------------------------
+DEMO_PRESET = {"top_k": 10}  # the demo's answers use 10 units; --config / --set / --top-k override it
+
+
 def cmd_demo(args) -> int:
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
     space = doc["space"]
     t0 = time.perf_counter()
-    with _memory(args, args.store) as mem:
+    with _memory(args, args.store, preset=DEMO_PRESET) as mem:
         print(f"ETAMem demo: {doc['title']}")
         print(f"{len(doc['turns'])} turns in {len({t['session_id'] for t in doc['turns']})} sessions; "
               f"store: {args.store or 'in memory'}\n")
@@ -119,13 +134,13 @@ def cmd_ingest(args) -> int:
     t_all = time.perf_counter()
     rows = []
     with _memory(args, args.store) as mem:
-        for conv in conversations:
+        fresh = _check_all(mem, conversations, args.replace)  # a bad turn anywhere stores nothing
+        for conv, n_fresh in zip(conversations, fresh):
             t0 = time.perf_counter()
             if conv.space in mem.spaces() and args.replace:
                 _confirm_replace(args, mem, conv.space)
                 mem.delete(space=conv.space)
-            ids = [str(t["turn_id"]) for t in conv.turns if isinstance(t, dict) and t.get("turn_id") is not None]
-            present = len(mem.store.existing_turn_ids(conv.space, ids)) if conv.space in mem.spaces() else 0
+            present = len(conv.turns) - n_fresh
             bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
             try:
                 for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
@@ -156,6 +171,23 @@ def cmd_ingest(args) -> int:
               f"{total['negative']} / neu {total['neutral']} / pos {total['positive']}, "
               f"wall {time.perf_counter() - t_all:.1f} s")
     return 0
+
+
+def _check_all(mem, conversations, replace: bool) -> list[int]:
+    """Validate every turn of every conversation before anything is stored (ValueError naming
+    the file and line, or record and turn, and the field); per conversation, the number of its
+    turns not yet stored (all of them with `replace`)."""
+    from .inputs import validate_space
+
+    counts = []
+    for conv in conversations:
+        labels = conv.labels or [f"{conv.space}: turn {i}" for i in range(len(conv.turns))]
+        try:
+            conv.space = validate_space(conv.space)
+        except ValueError as exc:
+            raise ValueError(f"{labels[0] if labels else conv.space}: {exc}") from None
+        counts.append(len(mem.check(conv.turns, space=conv.space, labels=labels, new_space=replace)))
+    return counts
 
 
 def _confirm_replace(args, mem, space: str) -> None:
@@ -395,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="etamem", description="ETAMem: Event-Time-Affect memory for LLM agents")
     p.add_argument("-v", "--verbose", action="count", default=1,
                    help="debug logging (the default logs progress at info level)")
-    p.add_argument("-q", "--quiet", action="store_true", help="warnings only")
+    p.add_argument("-q", "--quiet", action="store_true", help="errors only (no progress, no warnings)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp):
@@ -405,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions (offline)")
     d.add_argument("--store", default=None, help="store directory (default: in memory)")
     d.add_argument("--show", type=int, default=5, help="AMUs shown per view")
-    d.add_argument("--top-k", type=int, default=10)
+    d.add_argument("--top-k", type=int, default=None, help="units per answer (default 10, or the config's top_k)")
     common(d)
     d.set_defaults(func=cmd_demo)
 
@@ -425,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("query")
     s.add_argument("--space", default=None, help="default: the store's only space")
-    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--top-k", type=int, default=None, help="hits (default: the config's top_k)")
     s.add_argument("--now", default=None, help="question date")
     s.add_argument("--json", action="store_true")
     common(s)
@@ -468,15 +500,21 @@ def add_bench_parser(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _setup_logging(0 if args.quiet else args.verbose)
+    _setup_logging(-1 if args.quiet else args.verbose)
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, UnknownIdError) as exc:  # a user mistake: bad value, unknown id or space
         print(f"etamem: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("etamem: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
+    except OSError as exc:  # a file that cannot be read or written, a full disk
+        print(f"etamem: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ class Conversation:
     turns: list[dict[str, Any]]
     questions: list[dict[str, Any]] = field(default_factory=list)
     question_date: str | None = None  # LongMemEval: the date the question is asked
+    labels: list[str] | None = None  # where each turn comes from, for errors: "talk.jsonl:4: turn"
 
 
 def _load_json(path: str | Path) -> Any:
@@ -65,6 +66,7 @@ def _records(path, listed: str, what: str, parse) -> Iterator[Conversation]:
     for index, record in enumerate(data):
         with shape_guard(path, what, index):
             conv = parse(record)
+        conv.labels = [f"{path}: {what} {conv.space!r}, turn {t['turn_id']!r}" for t in conv.turns]
         yield conv
 
 
@@ -124,6 +126,7 @@ def read_jsonl(path: str | Path) -> Iterator[Conversation]:
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
     by_space: dict[str, list[dict[str, Any]]] = {}
+    lines: dict[str, list[str]] = {}
     with path.open("rb") as fh:
         for n, raw in enumerate(fh, 1):
             try:
@@ -144,8 +147,9 @@ def read_jsonl(path: str | Path) -> Iterator[Conversation]:
             if not isinstance(space, str):
                 raise ValueError(f"{path}:{n}: space: expected a string, got {type(space).__name__}")
             by_space.setdefault(space, []).append(row)
+            lines.setdefault(space, []).append(f"{path}:{n}: turn")
     for space, turns in by_space.items():
-        yield Conversation(space=space, turns=turns)
+        yield Conversation(space=space, turns=turns, labels=lines[space])
 
 
 def read_conversations(path: str | Path, fmt: str) -> Iterator[Conversation]:

@@ -71,13 +71,37 @@ class SentenceTransformerEncoder:
         self.dim = int(dim())
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        """(n, dim) float32, in batches of similar length (see `length_batches`)."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for batch in length_batches(texts, self.batch_size):
+            out[batch] = self._model.encode(
+                [texts[i] for i in batch], batch_size=len(batch), normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )
+        return np.ascontiguousarray(out)
+
+
+CHARS_PER_BATCH_ROW = 256  # padded characters per row a batch may average (about 64 tokens)
+MODEL_MAX_CHARS = 2048  # beyond this a 256/512-token model truncates anyway
+
+
+def length_batches(texts: list[str], batch_size: int) -> list[np.ndarray]:
+    """Index batches (int64 arrays) over `texts`, shortest first, each at most `batch_size` long
+    and padded to at most `batch_size * CHARS_PER_BATCH_ROW` characters: a batch is padded to
+    its longest text, so one long text among 63 short ones would cost 64 long ones (a 10 KB turn
+    encoded with its units took 3.3 s instead of 0.5 s). Lengths count up to MODEL_MAX_CHARS."""
+    lengths = np.minimum([len(t) for t in texts], MODEL_MAX_CHARS)
+    order = np.argsort(lengths, kind="stable")
+    budget = batch_size * CHARS_PER_BATCH_ROW
+    batches, start = [], 0
+    for end in range(1, len(order) + 1):
+        full = end - start == batch_size
+        over = end < len(order) and (end + 1 - start) * max(int(lengths[order[end]]), 1) > budget
+        if end == len(order) or full or over:
+            batches.append(order[start:end])
+            start = end
+    return batches
 
 
 class OpenAIEmbeddingEncoder:

@@ -11,7 +11,7 @@ import json
 import re
 import unicodedata
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .config import MAX_TURN_CHARS, shown
 from .timeparse import parse_timestamp
@@ -84,11 +84,24 @@ def _turn_space(value: Any, space: str, where: str) -> None:
         raise ValueError(f"{where}.space: turn belongs to space {shown(value)}, not {space!r}")
 
 
+def turn_items(turns: Any) -> list:
+    """`turns` (a Turn, a dict, or an iterable of them) as a list; ValueError for a bare string
+    (a common slip: `add("I like tea")`) or anything not iterable."""
+    if isinstance(turns, (Turn, Mapping)):
+        return [turns]
+    if isinstance(turns, (str, bytes)) or not hasattr(turns, "__iter__"):
+        raise ValueError(f"turns: expected a dict with session_id, speaker, text and timestamp (or a Turn, or a "
+                         f"list of them), got {shown(turns)}")
+    return list(turns)
+
+
 def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default_tz: str,
                     existing_ids: set[str] | None = None, next_seq: int = 0,
-                    max_turn_chars: int = MAX_TURN_CHARS) -> list[Turn]:
+                    max_turn_chars: int = MAX_TURN_CHARS, labels: Sequence[str] | None = None) -> list[Turn]:
     """Check every item and return `Turn`s for `space`; raise ValueError naming the first bad
-    field (e.g. `turns[3].timestamp`) before anything is stored. Limits: see the module doc.
+    field (e.g. `turns[3].timestamp`, or `<labels[3]>.timestamp` when the caller knows where
+    item 3 comes from, e.g. `talk.jsonl:4: turn`) before anything is stored. Limits: see the
+    module doc.
 
     Dicts need `session_id, speaker, text, timestamp`; `turn_id` and `extra` (a dict of
     JSON values, e.g. a photo caption under `blip_caption`) are optional. Missing turn ids
@@ -99,8 +112,12 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
         items = [items]
     out: list[Turn] = []
     seen: set[str] = set()
+    if labels is not None:
+        items = list(items)
+        if len(labels) != len(items):
+            raise ValueError(f"labels: {len(labels)} labels for {len(items)} turns")
     for i, item in enumerate(items):
-        where = f"turns[{i}]"
+        where = f"turns[{i}]" if labels is None else labels[i]
         if isinstance(item, Turn):
             if item.space != "default":
                 _turn_space(item.space, space, where)

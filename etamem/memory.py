@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,13 +31,13 @@ import numpy as np
 from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
-from .inputs import describe_difference, normalise_turns, same_turn, validate_query, validate_space, validate_top_k
+from .inputs import describe_difference, normalise_turns, turn_items, same_turn, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
 from .locks import SpaceFileLock
 from .store import Store
 from .threads import blas_threads
 from .timeparse import parse_timestamp
-from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn
+from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn, UnknownIdError
 from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,8 @@ class Memory:
             if self._affect_tagger is None:
                 from .affect import make_affect_tagger
 
-                self._affect_tagger = make_affect_tagger(self.config, self.text_encoder)
+                self._affect_tagger = make_affect_tagger(self.config, self.text_encoder,
+                                                         recorded=self.store.models().get("affect_tagger"))
             self._check_identity("affect", self._affect_tagger)
             return self._affect_tagger
 
@@ -213,7 +214,7 @@ class Memory:
         sessions.
         """
         space = validate_space(space)
-        items = [turns] if isinstance(turns, (Turn, Mapping)) else list(turns)
+        items = turn_items(turns)
         if not items:
             return []
         limits = {"default_tz": self.config.default_timezone, "max_turn_chars": self.config.max_turn_chars}
@@ -223,11 +224,7 @@ class Memory:
             with self._timed("store"):
                 next_seq = self.store.next_turn_seq(space)
                 clean = normalise_turns(items, space, next_seq=next_seq, **limits)
-                stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean])}
-                for i, t in enumerate(clean):
-                    if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
-                        raise ValueError(f"turns[{i}].turn_id: {t.turn_id!r} is already stored in space {space!r} "
-                                         f"with other content ({describe_difference(stored[t.turn_id], t)})")
+                stored = self._stored_same(space, clean)
                 fresh = [t for t in clean if t.turn_id not in stored]
                 if fresh:
                     self.store.insert_turns(fresh, first_seq=next_seq)
@@ -239,6 +236,32 @@ class Memory:
             made = {a.amu_id for a in new}
             old = [a for a in self.store.amus_of_turns(space, list(stored)) if a.amu_id not in made]
             return sorted(old + new, key=lambda a: min((order.get(s, len(order)) for s in a.source_turn_ids)))
+
+    def check(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any], space: str = "default",
+              *, labels: Sequence[str] | None = None, new_space: bool = False) -> list[Turn]:
+        """Validate turns as `add` would, storing nothing: ValueError naming the first bad field
+        (as `labels[i]` when given, e.g. a file and line) or a turn id stored with other content.
+        Returns the turns `add` would store now (those not already stored); with `new_space`,
+        checked as if the space were empty (before replacing it)."""
+        space = validate_space(space)
+        items = turn_items(turns)
+        clean = normalise_turns(items, space, default_tz=self.config.default_timezone, labels=labels,
+                                max_turn_chars=self.config.max_turn_chars,
+                                next_seq=0 if new_space else self.store.next_turn_seq(space))
+        if new_space:
+            return clean
+        stored = self._stored_same(space, clean, labels)
+        return [t for t in clean if t.turn_id not in stored]
+
+    def _stored_same(self, space: str, clean: list[Turn], labels: Sequence[str] | None = None) -> dict[str, Turn]:
+        """The stored turns among `clean` by id; ValueError when one has other content."""
+        stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean])}
+        for i, t in enumerate(clean):
+            if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
+                where = f"turns[{i}]" if labels is None else labels[i]
+                raise ValueError(f"{where}.turn_id: {t.turn_id!r} is already stored in space {space!r} "
+                                 f"with other content ({describe_difference(stored[t.turn_id], t)})")
+        return stored
 
     def flush(self, space: str = "default") -> list[AMU]:
         """Process the space's pending turns (after the LLM was unreachable or a model failed);
@@ -383,7 +406,7 @@ class Memory:
         """One AMU by id (any status); KeyError if absent."""
         found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])
         if not found:
-            raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+            raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
         return found[0]
 
     def list(self, space: str = "default", status: str | None = "active") -> list[AMU]:
@@ -415,12 +438,12 @@ class Memory:
             if amu_id is not None:
                 units = self.store.amus(space, status=None, amu_ids=[str(amu_id)])
                 if not units:
-                    raise KeyError(f"no AMU {amu_id!r} in space {space!r}")
+                    raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
                 sources = self.store.turns(space, turn_ids=sorted(set(units[0].source_turn_ids)))
             else:
                 sources = self.store.turns(space, turn_ids=[str(turn_id)])
                 if not sources:
-                    raise KeyError(f"no turn {turn_id!r} in space {space!r}")
+                    raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
                 units = []
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
@@ -553,50 +576,34 @@ class Memory:
         """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
         Time view's part of an answer prompt)."""
         live = self._space(validate_space(space))
-        with live.rw.read():
-            return self._time_summaries(live.views.time, hits)
+        from .answering import time_summaries
 
-    @staticmethod
-    def _time_summaries(forest, hits: list[Hit]) -> str:
-        keys: list[str] = []
-        for h in sorted(hits, key=lambda h: h.amu.timestamp):
-            node = f"S:{h.amu.session_id}"
-            if node not in forest.nodes:
-                continue
-            for up in forest.path(node)[1:3]:  # day, week
-                if up not in keys:
-                    keys.append(up)
-        lines = [f"{k[2:]}: {forest.nodes[k].summary}" for k in keys if forest.nodes[k].summary]
-        return "\n".join(lines)
+        with live.rw.read():
+            return time_summaries(live.views.time, hits)
 
     def reindex(self) -> dict[str, dict]:
         """Re-encode every space of the store with this Memory's text encoder and affect tagger
         (see `etamem.reindex`) and record them as the store's models; returns counts per space.
         The store must not be in use by another process meanwhile for searches to stay right."""
-        import json
-
-        from .reindex import PENDING_KEY, reindex_space
+        from .reindex import reindex_space, reindex_store
 
         with self._lock:
             self._identity_checked.update(("text", "affect"))  # the point is to change them
         enc, tagger = self.text_encoder, self.affect_tagger
-        mine = {"text_encoder": enc.name, "text_dim": enc.dim, "affect_tagger": tagger.name, "affect_dim": tagger.dim}
-        self.store.set_meta(PENDING_KEY, json.dumps(mine, sort_keys=True))
-        out = {}
-        for space in self.store.spaces():
+
+        def one(space: str) -> dict:
             with self._locked(space):
                 with blas_threads(self.config.blas_threads):
-                    out[space] = reindex_space(self.store, space, self.config, enc, tagger)
+                    counts = reindex_space(self.store, space, self.config, enc, tagger)
                 with self._lock:
                     live = self._live.pop(space, None)
                 if live is not None:
                     live.broken = True
                 if self.path is not None:
                     derived.drop(self.path, space)
-        with self.store.transaction() as cur:
-            self.store.set_models(mine, cur=cur)
-            cur.execute("DELETE FROM meta WHERE key=?", (PENDING_KEY,))
-        return out
+            return counts
+
+        return reindex_store(self.store, enc, tagger, one)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def checkpoint(self) -> list[str]:

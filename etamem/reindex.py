@@ -9,6 +9,7 @@ records the new identity. An interrupted reindex is finished by running it again
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 
@@ -59,3 +60,17 @@ def reindex_space(store, space: str, config, text_encoder, affect_tagger) -> dic
     moved = sum((a.polarity == "neutral") != (b.polarity == "neutral") for a, b in zip(units, new))
     log.info("space %s: re-encoded %d units and %d turns (%d changed view)", space, len(units), len(turns), moved)
     return {"units": len(units), "turns": len(turns), "moved": moved}
+
+
+def reindex_store(store, text_encoder, affect_tagger, reindex_one) -> dict[str, dict]:
+    """`reindex_one(space)` (re-encode one space, under its write lock) for every space, between
+    recording the target models as pending and recording them as the store's models, so an
+    interrupted run is named by `check_identity`; returns counts per space."""
+    mine = {"text_encoder": text_encoder.name, "text_dim": text_encoder.dim, "affect_tagger": affect_tagger.name,
+            "affect_dim": affect_tagger.dim}
+    store.set_meta(PENDING_KEY, json.dumps(mine, sort_keys=True))
+    out = {space: reindex_one(space) for space in store.spaces()}
+    with store.transaction() as cur:
+        store.set_models(mine, cur=cur)
+        cur.execute("DELETE FROM meta WHERE key=?", (PENDING_KEY,))
+    return out

@@ -9,6 +9,13 @@ POLARITIES = ("negative", "neutral", "positive")
 AMU_STATUSES = ("active", "superseded", "deleted")
 
 
+class UnknownIdError(KeyError):
+    """An AMU or turn id that the space does not hold (a KeyError; the message reads plainly)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 @dataclass(frozen=True)
 class Turn:
     """One dialogue turn as stored (raw, before extraction).

@@ -11,6 +11,19 @@ if _TESTS_DIR not in sys.path:  # make tests/ helpers (llm_server) importable
 from llm_server import ChatServer  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """`etamem.cli.main` sets up logging for a process (the etamem logger's level, filters on the
+    root handlers); tests that call it in-process must not change what later tests' caplog sees."""
+    import logging
+
+    yield
+    logging.getLogger("etamem").setLevel(logging.NOTSET)
+    logging.getLogger().setLevel(logging.WARNING)
+    for h in logging.getLogger().handlers:
+        h.filters[:] = [f for f in h.filters if getattr(f, "__module__", "") != "etamem.cli"]
+
+
 @pytest.fixture
 def chat_server():
     """A running local OpenAI-compatible ChatServer; see tests/llm_server.py."""

@@ -159,15 +159,18 @@ def test_cli_ingest_search_ask(tmp_path, capsys, locomo_dev):
         main(["-q", "search", str(tmp_path / "missing"), "x"])
 
 
-@pytest.mark.parametrize("verbosity,shown", [(0, {"warn-w", "own-w"}), (1, {"warn-w", "own-w", "own-i"}),
-                                             (2, {"dbg-x", "warn-w", "own-w", "own-i"})])
-def test_cli_logging_keeps_third_party_debug_out(verbosity, shown):
+@pytest.mark.parametrize("verbosity,shown", [(-1, {"own-e"}), (0, {"warn-w", "own-w", "own-e"}),
+                                             (1, {"warn-w", "own-w", "own-i", "own-e"}),
+                                             (2, {"dbg-x", "warn-w", "own-w", "own-i", "own-e"})])
+def test_cli_logging_keeps_third_party_debug_out(verbosity, shown, tmp_path):
     """bm25s sets its logger to DEBUG on import; the CLI shows other libraries' records only
-    from WARNING up unless -vv, and etamem's by the chosen verbosity."""
+    from WARNING up unless -vv (-q: errors only), and etamem's by the chosen verbosity."""
     import subprocess
 
     code = (f"from etamem.cli import _setup_logging; _setup_logging({verbosity}); import bm25s, logging; "
             "b = logging.getLogger('bm25s'); b.debug('dbg-x'); b.warning('warn-w'); "
-            "e = logging.getLogger('etamem.t'); e.info('own-i'); e.warning('own-w')")
-    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
-    assert {m for m in ("dbg-x", "warn-w", "own-w", "own-i") if m in err} == shown
+            "e = logging.getLogger('etamem.t'); e.info('own-i'); e.warning('own-w'); e.error('own-e')")
+    # cwd outside the checkout, so that PYTHONPATH decides which etamem runs (mutation runs)
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stderr
+    assert {m for m in ("dbg-x", "warn-w", "own-w", "own-i", "own-e") if m in err} == shown

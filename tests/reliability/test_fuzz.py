@@ -703,9 +703,9 @@ CLI_CASES = {  # name -> (format, file bytes, regex the one stderr line must mat
     "jsonl-not-an-object": ("jsonl", b"[1, 2]\n", r"case\.jsonl:1: expected a JSON object"),
     "jsonl-bad-utf8-line": ("jsonl", VALID["jsonl"] + b'{"text": "\xff"}\n', r"case\.jsonl:4: not UTF-8 text"),
     "jsonl-bad-timestamp": ("jsonl", _jsonl(dict(GOOD_TURN, timestamp="soon")),
-                            r"turns\[0\]\.timestamp: cannot parse 'soon'"),
+                            r"case\.jsonl:1: turn\.timestamp: cannot parse 'soon'"),
     "jsonl-year-out-of-range": ("jsonl", _jsonl(dict(GOOD_TURN, timestamp="9999-12-15T10:00")),
-                                r"turns\[0\]\.timestamp: year 9999 is outside"),
+                                r"case\.jsonl:1: turn\.timestamp: year 9999 is outside"),
 }
 
 
@@ -732,21 +732,6 @@ def test_cli_ingest_of_a_jsonl_row_without_session_id(tmp_path):
     path = _write(tmp_path, "jsonl", _jsonl(row))
     out = _cli(tmp_path, "ingest", str(path), "--format", "jsonl", "--store", str(tmp_path / "store"), "--no-progress")
     _one_line_error(out, r"session_id")
-
-
-@pytest.mark.xfail(strict=True, reason="gap (everyday-use issue: append and resume in the CLI): `etamem ingest` adds a "
-                   "conversation session by session: a bad turn in a later session leaves the earlier sessions "
-                   "stored (and the next run skips the space as 'already in the store'); the error names turns[i] "
-                   "of that session's batch, not the file and line")
-def test_cli_ingest_error_leaves_nothing_and_names_the_line(tmp_path):
-    rows = [dict(GOOD_TURN, turn_id="a"), dict(GOOD_TURN, turn_id="b"),
-            dict(GOOD_TURN, turn_id="c", session_id="s2", timestamp="soon")]
-    path = _write(tmp_path, "jsonl", _jsonl(*rows))
-    out = _cli(tmp_path, "ingest", str(path), "--format", "jsonl", "--store", str(tmp_path / "store"), "--no-progress")
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
-    with Memory(tmp_path / "store") as mem:
-        stored = mem.spaces()
-    assert stored == [] and "case.jsonl:3" in out.stderr, (stored, out.stderr[-500:])
 
 
 # === 5. random and cut-off LLM JSON ===============================================================
@@ -1227,3 +1212,17 @@ def test_regression_loader_errors_name_the_file(tmp_path, fmt, data):
     path = _write(tmp_path, fmt, data)
     with pytest.raises(ValueError, match=re.escape(str(path))):
         list(read_conversations(path, fmt))
+
+
+def test_regression_cli_ingest_error_leaves_nothing_and_names_the_line(tmp_path):
+    """Was (an open gap): `etamem ingest` added a file session by session, so a bad turn in a later
+    session left the earlier sessions stored, and the error named turns[i] of that session's batch;
+    now every turn is checked first and the error names the file and line."""
+    rows = [dict(GOOD_TURN, turn_id="a"), dict(GOOD_TURN, turn_id="b"),
+            dict(GOOD_TURN, turn_id="c", session_id="s2", timestamp="soon")]
+    path = _write(tmp_path, "jsonl", _jsonl(*rows))
+    out = _cli(tmp_path, "ingest", str(path), "--format", "jsonl", "--store", str(tmp_path / "store"), "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    with Memory(tmp_path / "store") as mem:
+        stored = mem.spaces()
+    assert stored == [] and "case.jsonl:3: turn.timestamp: cannot parse 'soon'" in out.stderr, (stored, out.stderr)

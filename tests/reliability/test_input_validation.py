@@ -110,7 +110,7 @@ def test_cli_bad_config_value_is_a_one_line_error(tmp_path):
     out = _cli("demo", "--set", "top_k=ten")
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines() == ["etamem: error: config top_k='ten': expected an integer"]
+    assert out.stderr.strip().splitlines() == ["etamem: error: --set: config top_k='ten': expected an integer"]
 
 
 def test_cli_missing_or_malformed_config_file(tmp_path):
