@@ -24,8 +24,12 @@ EXTRAS = {
     "cpu": ["faiss-cpu>=1.8"],
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
+    "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
+    "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
     "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
-             "matplotlib>=3.7"],  # matplotlib: inspection plots, benchmark plots
+             "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
+             "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
+             "mcp>=2", "opentelemetry-sdk>=1.20"],
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
 }

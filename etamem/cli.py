@@ -484,8 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
     common(r)
     r.set_defaults(func=cmd_reindex)
     add_inspection_commands(sub, common, st)
+    add_serve_commands(sub, common)
     add_bench_parser(sub)
     return p
+
+
+def add_serve_commands(sub, common) -> None:
+    from .serve_cli import add_serve_commands as add
+
+    add(sub, common)
 
 
 def add_bench_parser(sub) -> None:

@@ -31,13 +31,14 @@ import numpy as np
 from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
+from . import tenancy
 from .inputs import describe_difference, normalise_turns, turn_items, same_turn, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
 from .locks import SpaceFileLock
 from .store import Store
 from .threads import blas_threads
 from .timeparse import parse_timestamp
-from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn, UnknownIdError
+from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn, UnknownIdError, UnknownSpaceError
 from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ class Memory:
     @contextmanager
     def _locked(self, space: str):
         """The space's writer mutex, then its file lock (other processes)."""
+        tenancy.check(space)  # every write path passes here: the caller's scope, once more
         with self._lock:
             writer = self._writers.setdefault(space, threading.Lock())
         with writer, self._file_lock.hold(space):
@@ -172,6 +174,7 @@ class Memory:
     def _space(self, space: str, *, writing: bool = False) -> LiveSpace:
         """The live space, opened from the store on first use and again whenever it is not
         current; `writing`: the caller holds the write locks (repairs found on open are saved)."""
+        tenancy.check(space)  # every read path passes here: the caller's scope, once more
         live = self._live.get(space)
         if self._current(live) and not (writing and live.unsaved_repair):
             return live
@@ -195,7 +198,7 @@ class Memory:
 
     def views(self, space: str = "default") -> SpaceViews:
         """The Event / Affect / Time views of a space (loaded from the store on first use)."""
-        return self._space(validate_space(space)).views
+        return self._space(self._name(space)).views
 
     # --- writing --------------------------------------------------------------------------
     def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
@@ -213,7 +216,7 @@ class Memory:
         likewise; the next `add`/`flush` processes them. A new session id ends the space's open
         sessions.
         """
-        space = validate_space(space)
+        space = self._name(space)
         items = turn_items(turns)
         if not items:
             return []
@@ -243,7 +246,7 @@ class Memory:
         (as `labels[i]` when given, e.g. a file and line) or a turn id stored with other content.
         Returns the turns `add` would store now (those not already stored); with `new_space`,
         checked as if the space were empty (before replacing it)."""
-        space = validate_space(space)
+        space = self._name(space)
         items = turn_items(turns)
         clean = normalise_turns(items, space, default_tz=self.config.default_timezone, labels=labels,
                                 max_turn_chars=self.config.max_turn_chars,
@@ -353,12 +356,17 @@ class Memory:
 
     # --- reading --------------------------------------------------------------------------
     def spaces(self) -> list[str]:
-        return self.store.spaces()
+        """The store's spaces (those the caller's scope allows, see `etamem.tenancy`)."""
+        return tenancy.visible(self.store.spaces())
+
+    def _name(self, space: str) -> str:
+        """The validated space name, if the caller's scope allows it (`etamem.tenancy`)."""
+        return tenancy.check(validate_space(space))
 
     def _known_space(self, space: str) -> str:
-        space = validate_space(space)
+        space = self._name(space)
         if not self.store.has_space(space):
-            raise ValueError(f"space: unknown space {space!r} (known: {self.store.spaces()})")
+            raise UnknownSpaceError(f"space: unknown space {space!r} (known: {self.spaces()[:10]})")
         return space
 
     def stats(self, space: str = "default") -> dict:
@@ -540,7 +548,7 @@ class Memory:
         the memories lack the answer, it is asked once more with raw turns added."""
         from .llm import cache_refs
 
-        with cache_refs(f"space:{validate_space(space)}"):  # the answer's LLM cache entries belong to the space
+        with cache_refs(f"space:{self._name(space)}"):  # the answer's LLM cache entries belong to the space
             return self._answer(question, space, now, top_k)
 
     def _answer(self, question: str, space: str, now, top_k: int | None) -> Answer:
@@ -575,7 +583,7 @@ class Memory:
     def time_summaries(self, space: str, hits: list[Hit]) -> str:
         """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
         Time view's part of an answer prompt)."""
-        live = self._space(validate_space(space))
+        live = self._space(self._name(space))
         from .answering import time_summaries
 
         with live.rw.read():
@@ -586,6 +594,8 @@ class Memory:
         (see `etamem.reindex`) and record them as the store's models; returns counts per space.
         The store must not be in use by another process meanwhile for searches to stay right."""
         from .reindex import reindex_space, reindex_store
+
+        tenancy.require_unrestricted("reindex")
 
         with self._lock:
             self._identity_checked.update(("text", "affect"))  # the point is to change them

@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS view_history (
     PRIMARY KEY (space, view, step));
 CREATE TABLE IF NOT EXISTS space_meta (
     space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, spaces TEXT NOT NULL, created TEXT NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
 """
 
 
@@ -168,6 +171,30 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as cur:
             cur.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # --- API keys (etamem.tenancy): hashes only -------------------------------------------------
+    def insert_api_key(self, key_id: str, secret_hash: str, spaces: list[str], created: str, note: str = "") -> None:
+        with self.transaction() as cur:
+            cur.execute("INSERT INTO api_keys VALUES (?,?,?,?,0,?)",
+                        (key_id, secret_hash, json.dumps(sorted(spaces)), created, note))
+
+    def api_key(self, key_id: str) -> tuple[str, list[str], bool] | None:
+        """(secret hash, spaces, revoked) of a key id, or None."""
+        rows = self._query("SELECT secret_hash, spaces, revoked FROM api_keys WHERE key_id=?", (key_id,))
+        return None if not rows else (rows[0][0], json.loads(rows[0][1]), bool(rows[0][2]))
+
+    def api_keys(self) -> list:
+        """Every key's record (`etamem.tenancy.ApiKey`, no secret), oldest first."""
+        from .tenancy import ApiKey
+
+        rows = self._query("SELECT key_id, spaces, created, revoked, note FROM api_keys ORDER BY created, key_id")
+        return [ApiKey(r[0], tuple(json.loads(r[1])), r[2], bool(r[3]), r[4]) for r in rows]
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Mark a key revoked (kept, for the record); False when there is no such key."""
+        with self.transaction() as cur:
+            cur.execute("UPDATE api_keys SET revoked=1 WHERE key_id=?", (key_id,))
+            return cur.rowcount > 0
 
     def models(self) -> dict[str, str]:
         """The model identity the store's vectors were made with (`MODEL_KEYS`; empty if none yet)."""

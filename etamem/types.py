@@ -16,6 +16,10 @@ class UnknownIdError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnknownSpaceError(ValueError):
+    """A space the store does not hold (a ValueError, as before it had its own class)."""
+
+
 @dataclass(frozen=True)
 class Turn:
     """One dialogue turn as stored (raw, before extraction).

@@ -1,0 +1,121 @@
+"""MCP server (PyPI `mcp`, imported lazily: `pip install 'etamem[mcp]'`): the memory as tools for
+agent frameworks — `add_memory`, `search_memory`, `delete_memory`, `answer` — over stdio or
+streamable HTTP (`etamem mcp STORE [--transport http --port N]`).
+
+Tenancy as in the HTTP API (`etamem.tenancy`): over HTTP each request's `Authorization: Bearer`
+key decides the spaces; over stdio the process's key (`ETAMEM_API_KEY`, checked again on every
+call, so a revoked key stops working). Every engine call runs inside the key's scope in a worker
+thread. A bad argument or a refused space is a tool error with the message, not a crash.
+"""
+# no `from __future__ import annotations`: the mcp package reads the tools' annotations at run time
+import functools
+import os
+from typing import Any
+
+from . import tenancy
+from .metrics import span
+from .server import hit_json, unit_json
+from .types import UnknownIdError
+
+API_KEY_ENV = "ETAMEM_API_KEY"
+
+
+def _mcp():
+    try:
+        from mcp.server.mcpserver import Context, MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("the MCP server needs the mcp package: pip install 'etamem[mcp]'") from exc
+    return Context, MCPServer, ToolError
+
+
+def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None = None):
+    """An `MCPServer` whose tools call `memory` (an `etamem.Memory`) for the request's caller."""
+    import anyio
+
+    Context, MCPServer, ToolError = _mcp()
+    server = MCPServer(name="etamem", instructions=(
+        "Long-term memory of conversations. Store dialogue turns with add_memory (give turn ids: "
+        "retries are then safe), find what was said with search_memory, answer questions from memory "
+        "with answer, and forget with delete_memory. Each tool works in one space (a user or an agent)."))
+    limiter = anyio.CapacityLimiter(4)
+
+    def caller_of(ctx) -> tenancy.Caller:
+        request = getattr(getattr(ctx, "request_context", None), "request", None)
+        if request is not None:  # streamable HTTP: the request's key
+            header = request.headers.get("authorization") or ""
+            key = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key")
+        else:  # stdio / in-process: the process's key
+            key = stdio_key
+        who = tenancy.authenticate(key, memory.store, admin_key)
+        if who is None:
+            raise PermissionError("a valid API key is required (Authorization: Bearer etm_... over HTTP, "
+                                  f"{API_KEY_ENV} over stdio)")
+        return who
+
+    async def engine(operation, ctx, fn, *args, **kwargs):
+        """`fn` in a worker thread inside the caller's scope; the caller's mistakes (no key, a
+        space outside it, a bad value, an unknown id) become tool errors with their message."""
+        def run():
+            with tenancy.scope(who.spaces), span(operation):
+                return fn(*args, **kwargs)
+
+        try:
+            who = caller_of(ctx)
+            return await anyio.to_thread.run_sync(run, limiter=limiter)
+        except (ValueError, PermissionError, UnknownIdError) as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def add_memory(space: str, turns: list[dict[str, Any]], ctx: Context) -> dict:
+        """Store dialogue turns in a space and extract memory units from them. Each turn: session_id,
+        speaker, text, timestamp (ISO 8601), optional turn_id (makes retries safe) and extra."""
+        units = await engine("add", ctx, memory.add, turns, space=space)
+        return {"units": [unit_json(a) for a in units]}
+
+    @server.tool()
+    async def search_memory(space: str, query: str, ctx: Context, top_k: int | None = None,
+                            now: str | None = None) -> dict:
+        """The memory units of a space that best match the query, best first, with their source
+        turn ids; `now` is the date the question is asked (for "last week")."""
+        result = await engine("search", ctx, memory.retrieve, query, space, top_k=top_k, now=now)
+        return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns}
+
+    @server.tool()
+    async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
+        """Forget a memory unit (unit_id), a turn and its units (turn_id), or, with neither, the whole
+        space. Returns how many units went."""
+        return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, space, unit_id, turn_id=turn_id))}
+
+    @server.tool()
+    async def answer(space: str, question: str, ctx: Context, now: str | None = None,
+                     top_k: int | None = None) -> dict:
+        """Answer a question from a space's memory, with the evidence used."""
+        ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k)
+        return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
+                "evidence": [hit_json(h) for h in ans.hits[:5]]}
+
+    return server
+
+
+def run(store: str, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8421, config=None) -> None:
+    """Serve `store` over MCP until stopped (stdio: until the client closes stdin)."""
+    from .memory import Memory
+
+    admin_key = os.environ.get("ETAMEM_ADMIN_KEY") or None
+    memory = Memory(store, config)
+    try:
+        if transport == "stdio":
+            key = os.environ.get(API_KEY_ENV)
+            if not key:
+                raise ValueError(f"{API_KEY_ENV}: set the API key this stdio server acts for (etamem keys create)")
+            build_server(memory, stdio_key=key, admin_key=admin_key).run("stdio")
+        elif transport == "http":
+            import uvicorn
+
+            app = build_server(memory, admin_key=admin_key).streamable_http_app(host=host)
+            uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+        else:
+            raise ValueError(f"transport: expected 'stdio' or 'http', got {transport!r}")
+    finally:
+        memory.close()

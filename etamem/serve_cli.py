@@ -1,0 +1,99 @@
+"""`etamem serve` (the HTTP API), `etamem mcp` (the MCP server) and `etamem keys` (API keys of a store)
+on the command line."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+ADMIN_KEY_ENV = "ETAMEM_ADMIN_KEY"
+
+
+def cmd_serve(args) -> int:
+    from .cli import _config
+    from .server import serve
+
+    admin_key = os.environ.get(ADMIN_KEY_ENV) or None
+    if admin_key is not None and len(admin_key) < 24:
+        raise ValueError(f"{ADMIN_KEY_ENV}: at least 24 characters (e.g. python -c 'import secrets; "
+                         f"print(secrets.token_urlsafe(32))')")
+    print(f"etamem serve: {args.store} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
+          f"admin key {'from ' + ADMIN_KEY_ENV if admin_key else 'not set'}", file=sys.stderr, flush=True)
+    serve(args.store, host=args.host, port=args.port, config=_config(args), admin_key=admin_key,
+          workers=args.workers, max_request_bytes=int(args.max_request_mb * (1 << 20)))
+    return 0
+
+
+def cmd_mcp(args) -> int:
+    from .cli import _config
+    from .mcp_server import run
+
+    run(args.store, transport=args.transport, host=args.host, port=args.port, config=_config(args))
+    return 0
+
+
+def cmd_keys(args) -> int:
+    from .store import Store
+    from .tenancy import create_key
+
+    store = Store(os.path.join(args.store, "memory.sqlite"))
+    try:
+        if args.action == "create":
+            key, record = create_key(store, args.spaces, args.note or "")
+            print(key)
+            print(f"key {record.key_id} for spaces {', '.join(record.spaces)} (shown once; the store keeps a hash)",
+                  file=sys.stderr)
+        elif args.action == "revoke":
+            if not store.revoke_api_key(args.key_id):
+                raise ValueError(f"key_id: no key {args.key_id!r} in {args.store}")
+            print(f"revoked {args.key_id}", file=sys.stderr)
+        else:
+            keys = store.api_keys()
+            if args.json:
+                print(json.dumps([{"key_id": k.key_id, "spaces": list(k.spaces), "created": k.created,
+                                   "revoked": k.revoked, "note": k.note} for k in keys], indent=1))
+            for k in [] if args.json else keys:
+                print(f"{k.key_id}  {'revoked' if k.revoked else 'active '}  {k.created}  {','.join(k.spaces)}"
+                      + (f"  ({k.note})" if k.note else ""))
+    finally:
+        store.close()
+    return 0
+
+
+def add_serve_commands(sub, common) -> None:
+    s = sub.add_parser("serve", help="HTTP API over a store (FastAPI; pip install 'etamem[serve]')")
+    s.add_argument("store", help="store directory")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8420)
+    s.add_argument("--workers", type=int, default=4, help="threads running engine calls")
+    s.add_argument("--max-request-mb", type=float, default=8.0, help="largest request body accepted")
+    common(s)
+    s.set_defaults(func=cmd_serve)
+
+    m = sub.add_parser("mcp", help="MCP server over a store: tools add_memory, search_memory, delete_memory, answer")
+    m.add_argument("store", help="store directory")
+    m.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                   help="stdio (key from ETAMEM_API_KEY) or streamable HTTP at /mcp (key per request)")
+    m.add_argument("--host", default="127.0.0.1")
+    m.add_argument("--port", type=int, default=8421)
+    common(m)
+    m.set_defaults(func=cmd_mcp)
+
+    k = sub.add_parser("keys", help="API keys of a store: create (prints the key once), list, revoke")
+    k.add_argument("action", choices=["create", "list", "revoke"])
+    k.add_argument("store", help="store directory")
+    k.add_argument("key_id", nargs="?", default=None, help="revoke: the key id (etm_<key id>_...)")
+    k.add_argument("--spaces", nargs="+", default=None, help="create: the spaces the key may use")
+    k.add_argument("--note", default=None, help="create: who or what the key is for")
+    k.add_argument("--json", action="store_true", help="list: as JSON")
+    k.set_defaults(func=_checked_keys)
+
+
+def _checked_keys(args) -> int:
+    if args.action == "create" and not args.spaces:
+        raise ValueError("--spaces: name at least one space the key may use")
+    if args.action == "revoke" and not args.key_id:
+        raise ValueError("key_id: name the key to revoke")
+    if args.action != "create" and not os.path.isfile(os.path.join(args.store, "memory.sqlite")):
+        raise ValueError(f"store: no ETAMem store at {args.store}")
+    return cmd_keys(args)

@@ -1,0 +1,205 @@
+"""The HTTP API (`etamem.server`): tenancy on every route (own space, another's, no key, revoked
+key), enforced by the engine itself; JSON errors naming the field; body limits; key management;
+metrics. In-process through Starlette's TestClient over a real store (SQLite, real FAISS/BM25)
+with a text-dependent hashing encoder; `test_serve_process.py` runs the real server process."""
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from conftest import HashingEncoder  # noqa: E402
+from etamem import Memory, tenancy  # noqa: E402
+from etamem.affect import VaderAffectTagger  # noqa: E402
+from etamem.server import create_app  # noqa: E402
+
+ADMIN = "admin-key-for-tests-0123456789abcdef"
+TURNS = [{"turn_id": "t1", "session_id": "s1", "speaker": "Ana", "text": "I adopted a grey cat named Miso.",
+          "timestamp": "2023-05-08T13:56"},
+         {"turn_id": "t2", "session_id": "s1", "speaker": "Ben", "text": "I am training for the Berlin marathon.",
+          "timestamp": "2023-05-08T13:57"}]
+
+
+def fast_memory(path) -> Memory:
+    enc = HashingEncoder()
+    return Memory(path, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
+
+
+@pytest.fixture
+def served(tmp_path):
+    """(client, memory, keys): spaces 'alice' and 'bob' with two turns each; keys for each, and a
+    revoked one for alice."""
+    mem = fast_memory(tmp_path / "store")
+    for space in ("alice", "bob"):
+        mem.add(TURNS, space=space)
+    keys = {name: tenancy.create_key(mem.store, [name])[0] for name in ("alice", "bob")}
+    revoked, record = tenancy.create_key(mem.store, ["alice"])
+    mem.store.revoke_api_key(record.key_id)
+    keys["revoked"] = revoked
+    keys["admin"] = ADMIN
+    app = create_app(mem, admin_key=ADMIN, max_request_bytes=64 << 10, close_on_shutdown=False)
+    with TestClient(app) as client:
+        yield client, mem, keys
+    mem.close()
+
+
+def auth(key):
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
+    """Every memory route on `space` (ids from alice's space: the same texts and ids in bob's)."""
+    unit = quote(mem.list("alice")[0].amu_id, safe="")  # unit ids hold '#' and ':'
+    return [
+        ("POST", f"/v1/spaces/{space}/turns", {"turns": [dict(TURNS[0], turn_id="t9", text="New fact about tea.")]}),
+        ("POST", f"/v1/spaces/{space}/search", {"query": "What pet does Ana have?"}),
+        ("POST", f"/v1/spaces/{space}/answer", {"question": "What pet does Ana have?"}),
+        ("GET", f"/v1/spaces/{space}/units", None),
+        ("GET", f"/v1/spaces/{space}/units/{unit}", None),
+        ("GET", f"/v1/spaces/{space}/stats", None),
+        ("DELETE", f"/v1/spaces/{space}/units/{unit}", None),
+        ("DELETE", f"/v1/spaces/{space}/turns/t2", None),
+        ("DELETE", f"/v1/spaces/{space}", None),
+    ]
+
+
+ROUTE_NAMES = ["add", "search", "answer", "list", "get", "stats", "delete-unit", "delete-turn", "delete-space"]
+
+
+@pytest.mark.parametrize("route", range(len(ROUTE_NAMES)), ids=ROUTE_NAMES)
+@pytest.mark.parametrize("who,expected", [("alice", 200), ("bob", 403), (None, 401), ("revoked", 401),
+                                          ("etm_nothere_abc", 401), ("admin", 200)])
+def test_every_route_by_caller(served, route, who, expected):
+    client, mem, keys = served
+    before = {s: (len(mem.turns(s)), len(mem.list(s))) for s in ("alice", "bob")}
+    method, path, body = routes(mem, "alice")[route]
+    r = client.request(method, path, json=body, headers=auth(keys.get(who, who)))
+    assert r.status_code == expected, r.text
+    if expected != 200:
+        err = r.json()["error"]
+        assert err["code"] == {401: "unauthorized", 403: "forbidden"}[expected] and err["message"]
+        assert "Miso" not in r.text
+        if expected == 401:
+            assert r.headers["www-authenticate"] == "Bearer"
+        after = {s: (len(mem.turns(s)) if s in mem.spaces() else 0, len(mem.list(s)) if s in mem.spaces() else 0)
+                 for s in ("alice", "bob")}
+        assert after == before  # a refused request changed nothing
+    # bob's space is never touched by any caller of alice's routes
+    assert [t.turn_id for t in mem.turns("bob")] == ["t1", "t2"]
+
+
+def test_spaces_lists_only_the_callers(served):
+    client, _, keys = served
+    assert client.get("/v1/spaces", headers=auth(keys["alice"])).json() == {"spaces": ["alice"]}
+    assert client.get("/v1/spaces", headers=auth(keys["admin"])).json() == {"spaces": ["alice", "bob"]}
+    assert client.get("/v1/spaces").status_code == 401
+    assert client.get("/health").json()["status"] == "ok"  # the only route without a key
+
+
+def test_the_engine_refuses_another_space_whatever_the_route_does(served):
+    """A route that forgot its check: the engine call itself runs in the caller's scope."""
+    _, mem, _ = served
+    with tenancy.scope(["alice"]):
+        assert mem.spaces() == ["alice"]
+        assert mem.search("cat", "alice")
+        for call in (lambda: mem.search("cat", "bob"), lambda: mem.list("bob"), lambda: mem.turns("bob"),
+                     lambda: mem.add(TURNS, space="bob"), lambda: mem.delete("bob"), lambda: mem.stats("bob"),
+                     lambda: mem.get(mem.list("alice")[0].amu_id, "bob"), lambda: mem.answer("cat?", space="bob"),
+                     lambda: mem.flush("bob"), lambda: mem.end_session("bob"), lambda: mem.reindex()):
+            with pytest.raises(tenancy.SpaceForbidden):
+                call()
+        with tenancy.scope(["alice", "bob"]):  # nested scopes only narrow
+            with pytest.raises(tenancy.SpaceForbidden):
+                mem.list("bob")
+    assert mem.spaces() == ["alice", "bob"] and len(mem.list("bob")) == len(mem.list("alice"))
+
+
+def test_errors_are_json_naming_the_field(served):
+    client, _, keys = served
+    h = auth(keys["alice"])
+    r = client.post("/v1/spaces/alice/turns", json={"turns": [dict(TURNS[0], turn_id="x", timestamp="soon")]},
+                    headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "turns[0].timestamp", r.text
+    r = client.post("/v1/spaces/alice/search", json={"query": "cat", "top_k": 0}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "top_k"
+    r = client.post("/v1/spaces/alice/turns", json={"turns": "not a list"}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "turns"
+    r = client.post("/v1/spaces/alice/turns", content=b"{not json", headers={**h, "content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    r = client.get("/v1/spaces/alice/units/nope", headers=h)
+    assert r.status_code == 404 and "no AMU 'nope'" in r.json()["error"]["message"]
+    admin = auth(keys["admin"])
+    r = client.post("/v1/spaces/carol/search", json={"query": "cat"}, headers=admin)
+    assert r.status_code == 404 and r.json()["error"]["field"] == "space"
+    r = client.post("/v1/spaces/alice/turns", json={"turns": [dict(TURNS[0], text="other text")]}, headers=h)
+    assert r.status_code == 422 and "already stored" in r.json()["error"]["message"]
+    r = client.post("/v1/spaces/alice/turns", json={"turns": TURNS}, headers=h)  # a retry: idempotent
+    assert r.status_code == 200 and r.json()["units"]
+
+
+def test_request_bodies_over_the_limit_get_413(served):
+    client, mem, keys = served
+    big = {"turns": [dict(TURNS[0], turn_id="big", text="word " * 20_000)]}  # ~100 KB > 64 KB
+    r = client.post("/v1/spaces/alice/turns", json=big, headers=auth(keys["alice"]))
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
+
+    def chunks():  # no Content-Length: counted while streaming
+        for _ in range(20):
+            yield b" " * 8192
+
+    r = client.post("/v1/spaces/alice/turns", content=chunks(),
+                    headers={**auth(keys["alice"]), "content-type": "application/json"})
+    assert r.status_code == 413
+    assert "big" not in {t.turn_id for t in mem.turns("alice")}
+
+
+def test_keys_are_managed_by_the_admin_and_revocation_takes_effect(served):
+    client, mem, keys = served
+    assert client.post("/v1/keys", json={"spaces": ["carol"]}, headers=auth(keys["alice"])).status_code == 403
+    r = client.post("/v1/keys", json={"spaces": ["carol"], "note": "carol's agent"}, headers=auth(ADMIN))
+    assert r.status_code == 200, r.text
+    carol = r.json()["key"]
+    assert client.post("/v1/spaces/carol/turns", json={"turns": TURNS}, headers=auth(carol)).status_code == 200
+    assert client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(carol)).status_code == 403
+    listed = client.get("/v1/keys", headers=auth(ADMIN)).json()["keys"]
+    assert {k["key_id"]: k["spaces"] for k in listed}[r.json()["key_id"]] == ["carol"]
+    assert carol not in str(listed) and carol.split("_")[-1] not in str(mem.store.api_keys())  # hashes only
+    assert client.delete(f"/v1/keys/{r.json()['key_id']}", headers=auth(ADMIN)).status_code == 200
+    assert client.post("/v1/spaces/carol/search", json={"query": "cat"}, headers=auth(carol)).status_code == 401
+    assert client.delete("/v1/keys/nope", headers=auth(ADMIN)).status_code == 404
+
+
+def test_metrics_count_routes_and_time_operations(served):
+    client, _, keys = served
+    client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(keys["alice"]))
+    client.post("/v1/spaces/bob/search", json={"query": "cat"}, headers=auth(keys["alice"]))
+    assert client.get("/metrics", headers=auth(keys["alice"])).status_code == 403
+    text = client.get("/metrics", headers=auth(ADMIN)).text
+    assert 'etamem_requests_total{route="/v1/spaces/{space}/search",method="POST",status="200"} 1' in text
+    assert 'etamem_refused_total{status="403"}' in text
+    assert 'etamem_operation_seconds_count{operation="search_memory"} 2' in text  # the refused one too
+    assert "bob" not in text and "alice" not in text  # no space names in metrics
+
+
+def test_operations_make_opentelemetry_spans(served):
+    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the test extra: opentelemetry-sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # once per process; other tests do not read spans
+    if trace.get_tracer_provider() is not provider:
+        pytest.skip("another tracer provider is already set in this process")
+    client, _, keys = served
+    client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(keys["alice"]))
+    client.post("/v1/spaces/alice/turns", json={"turns": TURNS}, headers=auth(keys["alice"]))
+    spans = [s for s in exporter.get_finished_spans() if "gen_ai.operation.name" in (s.attributes or {})]
+    assert [s.name for s in spans] == ["search_memory", "update_memory"]  # (FastAPI makes spans of its own too)
+    assert spans[0].attributes["gen_ai.operation.name"] == "search_memory"
+    assert not any("alice" in str(v) or "cat" == v for s in spans for v in s.attributes.values())
