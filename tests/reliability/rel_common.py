@@ -171,14 +171,17 @@ def isolation_run(path, n_spaces: int = 50, deleted: int = 7) -> dict:
     return out
 
 
-def processes_run(work: Path, n: int, timeout: float = 900) -> dict:
+def processes_run(work: Path, n: int, timeout: float = 900, store=None) -> dict:
     """2 writer processes (`n` single-turn adds each) and 2 reader processes (searching until
-    the writers are done, then for each writer's last token) on one space of a seeded store.
-    Returns the figures: per process return codes and stderr tails, acknowledged adds, reader
-    reports, and what the store holds afterwards."""
-    root, stop = work / "procs", work / "procs.stop"
-    fast_memory(root).add({"session_id": "seed", "speaker": "Ben", "turn_id": "seed:0", "text": "The garden needs water.",
-                           "timestamp": "2023-05-01T10:00:00+00:00"}, space="shared")
+    the writers are done, then for each writer's last token) on one space of a seeded store
+    (`store`: a `Memory` target, by default a directory under `work`). Returns the figures: per
+    process return codes and stderr tails, acknowledged adds, reader reports, and what the
+    store holds afterwards."""
+    root, stop = work / "procs" if store is None else store, work / "procs.stop"
+    seed = fast_memory(root)
+    seed.add({"session_id": "seed", "speaker": "Ben", "turn_id": "seed:0", "text": "The garden needs water.",
+              "timestamp": "2023-05-01T10:00:00+00:00"}, space="shared")
+    seed.close()
     writers = [spawn("writer", root, "shared", f"w{k}", n) for k in range(2)]
     readers = [spawn("reader", root, "shared", stop, f"w0tok{n - 1}", f"w1tok{n - 1}") for _ in range(2)]
     outs = [w.communicate(timeout=timeout) for w in writers]
