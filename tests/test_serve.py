@@ -203,3 +203,29 @@ def test_operations_make_opentelemetry_spans(served):
     assert [s.name for s in spans] == ["search_memory", "update_memory"]  # (FastAPI makes spans of its own too)
     assert spans[0].attributes["gen_ai.operation.name"] == "search_memory"
     assert not any("alice" in str(v) or "cat" == v for s in spans for v in s.attributes.values())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_target(request, tmp_path):
+    return str(tmp_path / "shared") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+def test_two_servers_on_one_store_see_each_others_writes_within_one_request(shared_target):
+    """Two server instances (each its own Memory, as two processes would have) on one store: a
+    write answered by one is found by the other's very next request, a delete likewise."""
+    first, second = fast_memory(shared_target), fast_memory(shared_target)
+    key, _ = tenancy.create_key(first.store, ["alice"])
+    a = TestClient(create_app(first, admin_key=ADMIN, close_on_shutdown=False))
+    b = TestClient(create_app(second, admin_key=ADMIN, close_on_shutdown=False))
+    with a, b:
+        assert a.post("/v1/spaces/alice/turns", json={"turns": TURNS[:1]}, headers=auth(key)).status_code == 200
+        hits = b.post("/v1/spaces/alice/search", json={"query": "grey cat Miso"}, headers=auth(key)).json()["hits"]
+        assert "Miso" in hits[0]["unit"]["text"]
+        assert b.post("/v1/spaces/alice/turns", json={"turns": TURNS[1:]}, headers=auth(key)).status_code == 200
+        hits = a.post("/v1/spaces/alice/search", json={"query": "Berlin marathon"}, headers=auth(key)).json()["hits"]
+        assert "marathon" in hits[0]["unit"]["text"]
+        assert b.delete("/v1/spaces/alice/turns/t1", headers=auth(key)).json()["deleted"] == 1
+        units = a.get("/v1/spaces/alice/units", headers=auth(key)).json()["units"]
+        assert [u["source_turn_ids"] for u in units] == [["t2"]]
+    first.close()
+    second.close()
