@@ -12,7 +12,9 @@ done or `--seconds` have passed (bounded: it always stops). Every space's turns 
 word of that space only. Reported per run: requests/s, p50/p95/p99 per route, errors (non-2xx),
 cross-space leaks (a hit whose space or marker is not the asking key's space, or a 200 on another
 space's route; must be 0) and lost acknowledged writes (every turn id of every add answered 200
-is read back from the store after the servers stopped; must be 0). The scaling ratio is the
+is read back from the store after the servers stopped; must be 0) and stale reads (right after
+each acknowledged add, the next server in turn lists the space's units; the added turns must
+have theirs: a server follows another's writes within one request). The scaling ratio is the
 requests/s of the largest W over W = 1. The load generator runs on the same machine as the
 servers (2 cores here), which the table states.
 """
@@ -106,12 +108,30 @@ def run_load(servers, keys: list[str], args, seed: int) -> dict:
     leaks: list[str] = []
     acked: dict[int, set[str]] = {i: set() for i in range(n_spaces)}
     counters = {"sent": 0, "next_turn": [0] * n_spaces}
+    to_check: list[tuple[int, int, list[str]]] = []  # acknowledged adds to read back on another server
+    reads = {"checked": 0, "stale": 0}
     deadline = time.monotonic() + args.seconds
+
+    def read_back(http, i: int, sent: int, turn_ids: list[str]) -> None:
+        """Right after an acknowledged add, another server (when there are several) lists the
+        space's units: each added turn must already have its units there."""
+        url = servers[(sent + 1) % len(servers)][1]
+        r = http.get(f"{url}/v1/spaces/sp{i:03d}/units", headers={"Authorization": f"Bearer {keys[i]}"})
+        seen = {t for u in r.json()["units"] for t in u["source_turn_ids"]} if r.status_code == 200 else set()
+        with lock:
+            reads["checked"] += 1
+            if not set(turn_ids) <= seen:
+                reads["stale"] += 1
 
     def client(ci: int) -> None:
         rng = random.Random(seed * 1000 + ci)
         with httpx.Client(timeout=120) as http:
             while True:
+                while to_check:
+                    with lock:
+                        item = to_check.pop() if to_check else None
+                    if item is not None:
+                        read_back(http, *item)
                 with lock:
                     if counters["sent"] >= args.requests or time.monotonic() > deadline:
                         return
@@ -154,6 +174,7 @@ def run_load(servers, keys: list[str], args, seed: int) -> dict:
                     body = r.json()
                     if route == "add":
                         acked[i].update(t["turn_id"] for t in turns)
+                        to_check.append((i, sent, [t["turn_id"] for t in turns]))
                     else:
                         for h in body["hits"]:
                             unit = h["unit"]
@@ -167,7 +188,7 @@ def run_load(servers, keys: list[str], args, seed: int) -> dict:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"lat": lat, "errors": errors, "leaks": leaks, "acked": acked, "wall_s": wall}
+    return {"lat": lat, "errors": errors, "leaks": leaks, "acked": acked, "wall_s": wall, "reads": reads}
 
 
 def check_acked(target: str, acked: dict[int, set[str]]) -> tuple[int, int]:
@@ -246,12 +267,14 @@ def one_run(workers: int, args, work: Path, seed: int, pg=None) -> dict:
                        "p99_ms": 1000 * percentile(v, 0.99)} for r, v in lat.items()},
         "errors": load["errors"], "leaks": len(load["leaks"]), "leak_examples": load["leaks"][:5],
         "acknowledged_turns": total, "lost_acknowledged": lost, "load_avg_1m": os.getloadavg()[0],
+        "read_after_write": load["reads"],
     }
 
 
 def table(rows: list[dict]) -> str:
     head = ["backend", "server workers", "requests", "req/s", "add p50/p95/p99 ms", "search p50/p95/p99 ms",
-            "refused cross-space", "errors", "leaks", "acknowledged turns / lost"]
+            "refused cross-space", "errors", "leaks", "acknowledged turns / lost",
+            "read-after-write on another server: checked / stale"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def pct(r):
@@ -262,7 +285,8 @@ def table(rows: list[dict]) -> str:
         lines.append("| " + " | ".join([
             r["backend"], str(r["workers"]), f"{r['requests']:,}", f"{r['requests_per_s']:.1f}",
             pct(r["routes"]["add"]), pct(r["routes"]["search"]), str(r["routes"]["cross-space"]["n"]), errs,
-            str(r["leaks"]), f"{r['acknowledged_turns']:,} / {r['lost_acknowledged']}"]) + " |")
+            str(r["leaks"]), f"{r['acknowledged_turns']:,} / {r['lost_acknowledged']}",
+            f"{r['read_after_write']['checked']} / {r['read_after_write']['stale']}"]) + " |")
     return "\n".join(lines)
 
 
