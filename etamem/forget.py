@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from .encoders import text_hash
 from .extraction import split_sentences
 from .retrieval import turn_text
-from .types import AMU, Turn
+from .types import AMU, Turn, UnknownIdError
 
 CAPTION_KEY = "blip_caption"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -77,6 +77,20 @@ class ForgetPlan:
     rewritten: list[Turn] = field(default_factory=list)
     quoted: list[str] = field(default_factory=list)
     cache_keys: list[str] = field(default_factory=list)
+
+
+def forget_targets(store, space: str, amu_id: str | None, turn_id: str | None) -> tuple[list[AMU], list[Turn]]:
+    """(units, source turns) a delete of `amu_id` (the unit and its source turns) or of `turn_id`
+    (the turn; its units are found by the plan) names; UnknownIdError when it is not stored."""
+    if amu_id is not None:
+        units = store.amus(space, status=None, amu_ids=[str(amu_id)])
+        if not units:
+            raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
+        return units, store.turns(space, turn_ids=sorted(set(units[0].source_turn_ids)))
+    sources = store.turns(space, turn_ids=[str(turn_id)])
+    if not sources:
+        raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
+    return [], sources
 
 
 def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, whole_turns: bool) -> ForgetPlan:

@@ -189,6 +189,17 @@ def same_turn(a: Turn, b: Turn) -> bool:
                                                                         b.extra)
 
 
+def check_same_content(clean: list[Turn], stored: Mapping[str, Turn], space: str,
+                       labels: Sequence[str] | None = None) -> None:
+    """ValueError naming the first turn of `clean` whose id is in `stored` (id -> stored turn)
+    with other content (`labels[i]` or `turns[i]` as its place)."""
+    for i, t in enumerate(clean):
+        if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
+            where = f"turns[{i}]" if labels is None else labels[i]
+            raise ValueError(f"{where}.turn_id: {t.turn_id!r} is already stored in space {space!r} "
+                             f"with other content ({describe_difference(stored[t.turn_id], t)})")
+
+
 def describe_difference(stored: Turn, given: Turn) -> str:
     """`field: stored ... given ...` for each field that differs (for an error message)."""
     parts = []

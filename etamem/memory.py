@@ -32,7 +32,7 @@ from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
 from . import tenancy
-from .inputs import describe_difference, normalise_turns, turn_items, same_turn, validate_query, validate_space, validate_top_k
+from .inputs import check_same_content, normalise_turns, turn_items, validate_query, validate_space, validate_top_k
 from .live_space import LiveSpace
 from .store import STORE_FILE, open_store  # noqa: F401 - STORE_FILE: the store's file name
 from .threads import blas_threads
@@ -257,11 +257,7 @@ class Memory:
     def _stored_same(self, space: str, clean: list[Turn], labels: Sequence[str] | None = None) -> dict[str, Turn]:
         """The stored turns among `clean` by id; ValueError when one has other content."""
         stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean])}
-        for i, t in enumerate(clean):
-            if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
-                where = f"turns[{i}]" if labels is None else labels[i]
-                raise ValueError(f"{where}.turn_id: {t.turn_id!r} is already stored in space {space!r} "
-                                 f"with other content ({describe_difference(stored[t.turn_id], t)})")
+        check_same_content(clean, stored, space, labels)
         return stored
 
     def flush(self, space: str = "default") -> list[AMU]:
@@ -319,38 +315,16 @@ class Memory:
         return new
 
     def _extract_and_store(self, live: LiveSpace, turns: list[Turn]) -> list[AMU]:
-        from .retrieval import turn_text
+        from .construction import build_units
 
-        from .llm import cache_refs
-
-        space = live.name
-        extractor = self.extractor
-        drafts: list[tuple[Turn, int, str]] = []
-        with self._timed("extract"):
-            for i, turn in enumerate(turns):
-                context = turns[max(0, i - 4):i]
-                # LLM cache entries are tagged with every turn whose text the prompt holds (forgetting)
-                with cache_refs(*(f"turn:{space}/{t.turn_id}" for t in [*context, turn])):
-                    units = extractor.extract(turn, context)
-                drafts.extend((turn, k, text) for k, text in enumerate(units))
-        texts = [d[2] for d in drafts]
-        with self._timed("encode"):  # units and raw turns in one call: turn vectors are encoded once, here
-            vecs = self.text_encoder.encode(texts + [turn_text(t) for t in turns])
-            text_vecs, turn_vecs = vecs[:len(texts)], vecs[len(texts):]
-        with self._timed("tag"):
-            affect = self.affect_tagger.tag(texts)
-        amus = [
-            AMU(amu_id=f"{turn.turn_id}#{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
-                session_id=turn.session_id, source_turn_ids=(turn.turn_id,), polarity=affect.polarities[j],
-                polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
-            for j, (turn, k, text) in enumerate(drafts)
-        ]
+        units, text_vecs, affect_vecs, turn_vecs = build_units(
+            turns, live.name, self.extractor, self.text_encoder, self.affect_tagger, self._timed)
         with self._timed("views"), blas_threads(self.config.blas_threads):
-            live.add_units(self.store, turns, turn_vecs, amus, text_vecs, affect.embeddings)
+            live.add_units(self.store, turns, turn_vecs, units, text_vecs, affect_vecs)
         with self._lock:
             self.extraction_stats["turns"] += len(turns)
-            self.extraction_stats["amus"] += len(amus)
-        return amus
+            self.extraction_stats["amus"] += len(units)
+        return units
 
     # --- reading --------------------------------------------------------------------------
     def spaces(self) -> list[str]:
@@ -432,7 +406,7 @@ class Memory:
         truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
         when they cannot be told apart, the whole turn goes with its units. KeyError when the
         unit or turn is not there."""
-        from .forget import plan_forget
+        from .forget import forget_targets, plan_forget
         from .retrieval import turn_text
 
         if amu_id is not None and turn_id is not None:
@@ -441,16 +415,7 @@ class Memory:
         with self._writing(space) as live:
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
-            if amu_id is not None:
-                units = self.store.amus(space, status=None, amu_ids=[str(amu_id)])
-                if not units:
-                    raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
-                sources = self.store.turns(space, turn_ids=sorted(set(units[0].source_turn_ids)))
-            else:
-                sources = self.store.turns(space, turn_ids=[str(turn_id)])
-                if not sources:
-                    raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
-                units = []
+            units, sources = forget_targets(self.store, space, amu_id, turn_id)
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))

@@ -1,0 +1,45 @@
+"""Construction of memory units from raw turns: extract, encode, tag (DESIGN §5-6).
+
+`build_units` is the model side of a write, run outside the space's locks; `Memory` hands
+its result to the live space, which updates the views, the indexes and the store at once.
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Callable
+
+import numpy as np
+
+from .llm import cache_refs
+from .retrieval import turn_text
+from .types import AMU, Turn
+
+CONTEXT_TURNS = 4  # earlier turns of the session given to the extractor with each turn
+
+
+def build_units(turns: list[Turn], space: str, extractor, text_encoder, affect_tagger,
+                timed: Callable[[str], AbstractContextManager]) -> tuple[list[AMU], np.ndarray, np.ndarray, np.ndarray]:
+    """The units of `turns` (one session's batch, in order) with their vectors: (units, text
+    vectors (n, d_t), affective vectors (n, d_a), raw-turn vectors (len(turns), d_t)), float32.
+    Unit ids are `<turn id>#<k>`; `timed(stage)` accounts the extract / encode / tag stages."""
+    drafts: list[tuple[Turn, int, str]] = []
+    with timed("extract"):
+        for i, turn in enumerate(turns):
+            context = turns[max(0, i - CONTEXT_TURNS):i]
+            # LLM cache entries are tagged with every turn whose text the prompt holds (forgetting)
+            with cache_refs(*(f"turn:{space}/{t.turn_id}" for t in [*context, turn])):
+                texts = extractor.extract(turn, context)
+            drafts.extend((turn, k, text) for k, text in enumerate(texts))
+    texts = [d[2] for d in drafts]
+    with timed("encode"):  # units and raw turns in one call: turn vectors are encoded once, here
+        vecs = text_encoder.encode(texts + [turn_text(t) for t in turns])
+        text_vecs, turn_vecs = vecs[:len(texts)], vecs[len(texts):]
+    with timed("tag"):
+        affect = affect_tagger.tag(texts)
+    units = [
+        AMU(amu_id=f"{turn.turn_id}#{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
+            session_id=turn.session_id, source_turn_ids=(turn.turn_id,), polarity=affect.polarities[j],
+            polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
+        for j, (turn, k, text) in enumerate(drafts)
+    ]
+    return units, text_vecs, affect.embeddings, turn_vecs
