@@ -13,8 +13,7 @@ import os
 from typing import Any
 
 from . import tenancy
-from .metrics import span
-from .server import hit_json, unit_json
+from .server import hit_json, run_scoped, unit_json
 from .types import UnknownIdError
 
 API_KEY_ENV = "ETAMEM_API_KEY"
@@ -43,8 +42,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     def caller_of(ctx) -> tenancy.Caller:
         request = getattr(getattr(ctx, "request_context", None), "request", None)
         if request is not None:  # streamable HTTP: the request's key
-            header = request.headers.get("authorization") or ""
-            key = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key")
+            key = tenancy.presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
         else:  # stdio / in-process: the process's key
             key = stdio_key
         who = tenancy.authenticate(key, memory.store, admin_key)
@@ -56,13 +54,8 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     async def engine(operation, ctx, fn, *args, **kwargs):
         """`fn` in a worker thread inside the caller's scope; the caller's mistakes (no key, a
         space outside it, a bad value, an unknown id) become tool errors with their message."""
-        def run():
-            with tenancy.scope(who.spaces), span(operation):
-                return fn(*args, **kwargs)
-
         try:
-            who = caller_of(ctx)
-            return await anyio.to_thread.run_sync(run, limiter=limiter)
+            return await run_scoped(caller_of(ctx), operation, limiter, fn, *args, **kwargs)
         except (ValueError, PermissionError, UnknownIdError) as exc:
             raise ToolError(str(exc)) from None
 

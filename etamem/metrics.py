@@ -21,7 +21,7 @@ class Metrics:
     def __init__(self):
         self._lock = threading.Lock()
         self._requests: dict[tuple[str, str, int], int] = defaultdict(int)
-        self._errors: dict[tuple[str, int], int] = defaultdict(int)
+        self._refused: dict[int, int] = defaultdict(int)  # status (401, 403) -> count
         self._hist: dict[str, list[int]] = {}
         self._sum: dict[str, float] = defaultdict(float)
 
@@ -29,10 +29,10 @@ class Metrics:
         with self._lock:
             self._requests[(route, method, int(status))] += 1
 
-    def count_error(self, path: str, status: int) -> None:
+    def count_refusal(self, status: int) -> None:
         """Refusals (401/403) counted apart, by status only (paths name spaces)."""
         with self._lock:
-            self._errors[("refused", int(status))] += 1
+            self._refused[int(status)] += 1
 
     def observe(self, operation: str, seconds: float) -> None:
         name = OPERATION.get(operation, operation)
@@ -43,7 +43,7 @@ class Metrics:
 
     def snapshot(self) -> dict:
         with self._lock:
-            return {"requests": dict(self._requests), "refused": dict(self._errors),
+            return {"requests": dict(self._requests), "refused": dict(self._refused),
                     "operations": {k: (list(v), self._sum[k]) for k, v in self._hist.items()}}
 
     def prometheus(self) -> str:
@@ -54,7 +54,7 @@ class Metrics:
             lines.append(f'etamem_requests_total{{route="{_esc(route)}",method="{method}",status="{status}"}} {n}')
         lines += ["# HELP etamem_refused_total Requests refused for a missing or invalid key (401) or a space "
                   "outside the key's (403).", "# TYPE etamem_refused_total counter"]
-        for (_, status), n in sorted(snap["refused"].items()):
+        for status, n in sorted(snap["refused"].items()):
             lines.append(f'etamem_refused_total{{status="{status}"}} {n}')
         lines += ["# HELP etamem_operation_seconds Engine time per operation (gen_ai.memory.* names).",
                   "# TYPE etamem_operation_seconds histogram"]

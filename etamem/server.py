@@ -96,6 +96,18 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+async def run_scoped(who: tenancy.Caller, operation: str, limiter, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)` in a worker thread (at most `limiter`'s many at once) inside the
+    caller's scope (`tenancy.scope`) and an OpenTelemetry span named after `operation`."""
+    import anyio
+
+    def run():
+        with tenancy.scope(who.spaces), span(operation):
+            return fn(*args, **kwargs)
+
+    return await anyio.to_thread.run_sync(run, limiter=limiter)
+
+
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
                metrics: Metrics | None = None, close_on_shutdown: bool = True):
     """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store."""
@@ -121,10 +133,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     app.add_middleware(BodyLimit, limit=max_request_bytes)
 
     def caller(authorization: str | None = Header(None), x_api_key: str | None = Header(None)) -> tenancy.Caller:
-        key = x_api_key
-        if authorization and authorization.lower().startswith("bearer "):
-            key = authorization[7:].strip()
-        who = tenancy.authenticate(key, memory.store, admin_key)
+        who = tenancy.authenticate(tenancy.presented_key(authorization, x_api_key), memory.store, admin_key)
         if who is None:
             raise _Unauthorized()
         return who
@@ -135,14 +144,10 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return who
 
     async def engine(route: str, who: tenancy.Caller, fn: Callable, *args, **kwargs):
-        """`fn(*args, **kwargs)` in a worker thread, inside the caller's scope; timed."""
-        def run():
-            with tenancy.scope(who.spaces), span(route):
-                return fn(*args, **kwargs)
-
+        """`fn(*args, **kwargs)` run by `run_scoped`; timed."""
         t0 = time.perf_counter()
         try:
-            return await anyio.to_thread.run_sync(run, limiter=limiter)
+            return await run_scoped(who, route, limiter, fn, *args, **kwargs)
         finally:
             metrics.observe(route, time.perf_counter() - t0)
 
@@ -152,13 +157,13 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.exception_handler(_Unauthorized)
     async def _401(request: Request, exc):
-        metrics.count_error(request.url.path, 401)
+        metrics.count_refusal(401)
         return reply(401, "unauthorized", "a valid API key is required (Authorization: Bearer etm_...)",
                      headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(tenancy.SpaceForbidden)
     async def _403(request: Request, exc):
-        metrics.count_error(request.url.path, 403)
+        metrics.count_refusal(403)
         return reply(403, "forbidden", str(exc), "space")
 
     @app.exception_handler(UnknownIdError)

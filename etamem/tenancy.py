@@ -112,6 +112,13 @@ def split_key(key: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
+    """The key a request presents: `Authorization: Bearer <key>`, else `X-API-Key`."""
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return x_api_key
+
+
 def authenticate(key: str | None, store, admin_key: str | None = None) -> Caller | None:
     """The Caller a presented key stands for, or None (missing, malformed, unknown or revoked).
     `store` has `api_key(key_id) -> (hash, spaces, revoked) | None`."""
