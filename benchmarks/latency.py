@@ -142,9 +142,11 @@ MEMORY_BUILD_MARKER = "latency_build.json"  # in a kept store: what it was built
 
 
 def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int = 200, seed: int = 0, cfg=None,
-                   models=None, log=None) -> dict:
+                   models=None, log=None, compare: dict | None = None) -> dict:
     """`Memory.search` latency on a LoCoMo-derived space of about n AMUs (built, or reused when
-    `store_dir` holds one built for the same n and data)."""
+    `store_dir` holds one built for the same n and data). `compare`: Config overrides of a
+    baseline; the same queries are then searched again (vectors cached), alternating the
+    default and the baseline, and both are reported with their ratio."""
     from benchmarks.agent_loop import (GENERATOR_VERSION, SPACE, TOP_K, build_space, new_memory, peak_mb,
                                        sample_questions, session_stream, torch_threads, uncached)
     from etamem import Config
@@ -188,9 +190,22 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
         model.encode([q])
         enc.append(1000 * (time.perf_counter() - t))
         rest.append(total[-1] - enc[-1])
+    paired = None
+    if compare:
+        base_cfg, other = mem.config, mem.config.replace(**compare)
+        mine, theirs = [], []
+        for q in qs[4:]:  # encoded above: both sides read the cached vector
+            for conf, out in ((base_cfg, mine), (other, theirs)):
+                mem.config = conf
+                t = time.perf_counter()
+                mem.search(q, SPACE, top_k=TOP_K)
+                out.append(1000 * (time.perf_counter() - t))
+        mem.config = base_cfg
+        paired = {"overrides": compare, "default_cached": percentiles(mine), "baseline_cached": percentiles(theirs),
+                  "ratio_p50": float(np.median(mine) / np.median(theirs))}
     amus = len(mem.list(SPACE))
     mem.close()
-    return {"n": n, "amus": amus, "store_reused": reused, "build": build, "model_load_s": model_load_s,
+    return {"n": n, "amus": amus, "compare": paired, "store_reused": reused, "build": build, "model_load_s": model_load_s,
             "first_search_ms": first_ms, "queries": len(total), "distinct_queries": len(set(qs[4:])),
             "mean_hits": float(np.mean(hits)) if hits else None,
             "search": percentiles(total), "search_cpu": percentiles(total_cpu), "query_encoding": percentiles(enc),
@@ -224,6 +239,17 @@ def memory_report(mem_doc: dict) -> None:
               f"{e['p95_ms']:.2f} | {m['p50_ms']:.2f} | {m['p95_ms']:.2f} | {r['search_cpu']['p50_ms']:.2f} | "
               f"{r['first_search_ms']:.0f} | {r['build']['amus_per_s']:,.0f} | "
               f"{'reused' if r['store_reused'] else 'built'} | {r['peak_rss_mb']:,.0f} | {r['load_avg_1m']:.1f} |")
+    paired = [r for r in rows if r.get("compare")]
+    if paired:
+        print(f"\nSame queries again, vectors cached, default vs baseline {paired[0]['compare']['overrides']} "
+              "(alternating):\n")
+        print("| N | default p50 ms | default p95 ms | baseline p50 ms | baseline p95 ms | ratio p50 |")
+        print("|---|---|---|---|---|---|")
+        for r in paired:
+            c = r["compare"]
+            print(f"| {r['n']:,} | {c['default_cached']['p50_ms']:.2f} | {c['default_cached']['p95_ms']:.2f} | "
+                  f"{c['baseline_cached']['p50_ms']:.2f} | {c['baseline_cached']['p95_ms']:.2f} | "
+                  f"×{c['ratio_p50']:.2f} |")
     t = mem_doc["targets"]
     got = "n/a" if t["measured_ms"] is None else f"{t['measured_ms']:.2f} ms vs {t['limit_ms']:.2f} ms"
     met = "not measured" if t["met"] is None else ("met" if t["met"] else "NOT met")
@@ -244,7 +270,8 @@ def run_memory_part(args) -> dict:
         for n in sorted(args.memory_sizes):
             print(f"Memory.search, size {n:,}: fresh subprocess (store under {work})", file=sys.stderr, flush=True)
             cmd = [sys.executable, "-m", "benchmarks.latency", "--memory-child", str(n), "--work", str(work),
-                   "--queries", str(args.queries), "--seed", str(args.seed), *(["--data", data] if data else [])]
+                   "--queries", str(args.queries), "--seed", str(args.seed), *(["--data", data] if data else []),
+                   *[x for kv in args.compare for x in ("--compare", kv)]]
             out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
     finally:
@@ -272,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", default=None, help="directory for the Memory stores (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the Memory stores (latency-memory-N under --work) "
                     "for later runs to reuse")
+    ap.add_argument("--compare", action="append", default=[], metavar="KEY=VALUE",
+                    help="Memory.search part: also time a baseline Config with these overrides (JSON values), "
+                         "e.g. --compare context_share=0 --compare route_budget=20")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -284,8 +314,9 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         sources, info = load_sources(args.data)
         n = args.memory_child
+        compare = {k: json.loads(v) for k, _, v in (kv.partition("=") for kv in args.compare)}
         row = memory_latency(n, sources=sources, data_info=info, store_dir=Path(args.work) / f"latency-memory-{n}",
-                             queries=args.queries, seed=args.seed, log=log_stderr)
+                             queries=args.queries, seed=args.seed, log=log_stderr, compare=compare or None)
         print(json.dumps(row), flush=True)
         return
     machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),

@@ -83,8 +83,11 @@ class Config:
 
     # --- retrieval (DESIGN §8) ------------------------------------------------------
     top_k: int = 20
+    # units routed across the views and searched per query; a search for top_k = k returns the first
+    # k of them, so search(top_k=k) is a prefix of search(top_k=K) for k < K <= route_budget
+    route_budget: int = 80
     beam_width: int = 10
-    bm25_weight: float = 0.1  # beta in (1 - beta) * cos + beta * BM25n
+    bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; README "Retrieval")
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
@@ -96,12 +99,19 @@ class Config:
     # source turns of the hits that the raw-turn index also ranks in its top `fallback_agreement_k`
     # (defaults chosen on the LoCoMo dev file: see README "Retrieval" for the threshold sweep)
     fallback_confidence: str = "agreement"  # "score" | "agreement"
-    fallback_threshold: float = 0.6  # confidence below this brings in raw turns
+    fallback_threshold: float = 0.3  # confidence below this brings in raw turns
     fallback_agreement_k: int = 10
     fallback_turns: int = 40  # raw turns the fallback brings in
-    fallback_fusion: str = "rrf"  # "rrf": reciprocal-rank fusion | "score": add uncovered turns by score
+    fallback_fusion: str = "score"  # "rrf": reciprocal-rank fusion | "score": add uncovered turns by score
     rrf_k: int = 10  # reciprocal-rank fusion constant
     time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
+    # an AMU is scored with its source turn in context (retrieval/beam.py `contextual`): this share of
+    # its dense and BM25 scores comes from the turn, plus the previous and next turns of the session
+    # at these weights (0: the unit's own text only, the paper's scoring). README "Retrieval" has the sweep.
+    context_share: float = 0.5
+    context_prev: float = 0.4
+    context_next: float = 0.2
+    context_lexical_prev: float = 0.4
 
     # --- answering -------------------------------------------------------------
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
@@ -228,21 +238,21 @@ _CHOICES = {
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (
-        "top_k", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size", "candidate_pool",
+        "top_k", "route_budget", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size", "candidate_pool",
         "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max", "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
         "max_turn_chars")},
     **{name: (0, "") for name in (
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
-        "time_boost")},
+        "time_boost", "context_prev", "context_next", "context_lexical_prev")},
     "b_max": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),
     "blas_threads": (0, " (0: leave BLAS alone)"),
     "insert_batch": (0, " (0: one batch per add() call)"),
 }
 _BETWEEN = {  # field: (low, high), inclusive
-    "bm25_weight": (0.0, 1.0), "vader_threshold": (0.0, 1.0), "vader_profile_weight": (0.0, 1.0),
+    "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0), "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
     "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
 }

@@ -518,21 +518,27 @@ class Memory:
         from .answering import says_missing
 
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
-        from .retrieval import with_fallback
-
         result = self.retrieve(question, space=space, top_k=top_k, now=when)
         live = self._space(self._known_space(space))
         ans = self._compose(question, live.name, result.hits, when)
         if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
-            q_text = self._encode_query(question)
-            with live.rw.read():
-                hits = with_fallback(result.hits, live.turns, question, q_text, len(result.hits), self.config,
-                                     live.name)
+            hits = self.with_raw_turns(question, result.hits, space)
             retry = self._compose(question, live.name, hits, when)
             cost = {k: ans.cost.get(k, StageCost()) + retry.cost.get(k, StageCost())
                     for k in set(ans.cost) | set(retry.cost)}
             ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
         return ans
+
+    def with_raw_turns(self, question: str, hits: list[Hit], space: str = "default") -> list[Hit]:
+        """`hits` (as many) with the space's best raw turns fused in by the fallback policy
+        (`fallback_fusion`), whatever the confidence: what `answer` asks again with when the
+        LLM says the memories lack the answer."""
+        from .retrieval import with_fallback
+
+        live = self._space(self._known_space(space))
+        q_text = self._encode_query(question)  # models run outside the space's locks
+        with live.rw.read():
+            return with_fallback(hits, live.turns, question, q_text, len(hits), self.config, live.name)
 
     def _compose(self, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
         from .answering import compose_answer

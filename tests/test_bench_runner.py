@@ -162,10 +162,23 @@ def test_longmemeval_end_to_end_with_llm(tmp_path, chat_server, bench_models):
         (c, q["question_id"]) for c in ("amu", "turn", "shared_text", "shared_affect") for q in data}
     cost = summary["systems"]["etamem"]["cost"]
     assert cost["build_llm"]["extract"]["calls"] + cost["build_llm"]["extract"]["cached_calls"] <= distinct_turns
+    # routing weights per question type; error analysis on gold turns (none for the abstention)
+    routing = summary["systems"]["etamem"]["routing"]
+    assert set(routing["weights"]) == {"single-session-user", "multi-session", "all"}
+    assert sum(routing["weights"]["all"].values()) == pytest.approx(1.0)
+    recall = {r["qid"]: r["evidence_recall"] for r in qa if r["system"] == "etamem"}
+    assert recall["q_cat_abs"] is None and recall["q_dog"] is not None
+    assert summary["systems"]["etamem"]["qa"]["errors"]["questions"] == 2
+    # the abstention's "I don't have that information" asks ETAMem again with raw turns (fallback
+    # on, none fused at retrieval), never a baseline or w/o fallback
+    again = {r["system"] for r in qa if r["answer_fallback"]}
+    assert again <= {"etamem", "no-amus", "shared-text", "shared-affect", "event-only"}
+    assert all(r["qid"] == "q_cat_abs" for r in qa if r["answer_fallback"])
     # reports and plots
     report = (out / "report.md").read_text()
     assert "ETAMem full" in report and "J multi-session" in report and "shared affect representation" in report
-    for name in ("summary.json", "categories.png", "recall_vs_k.png", "cost_accuracy.png"):
+    assert "| ETAMem full | time | " in report and "## Error analysis" in report
+    for name in ("summary.json", "categories.png", "recall_vs_k.png", "cost_accuracy.png", "routing_weights.png"):
         assert (out / name).stat().st_size > 0
     assert (out / "categories.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -138,7 +138,7 @@ def test_amu_paths_lead_from_the_root_to_the_amus_leaf(mem):
 def test_trace_matches_the_search(mem, query):
     tr = ins.trace_query(mem, query, "u", top_k=6)
     res = mem.retrieve(query, "u", top_k=6)
-    assert tr.budgets == res.budgets and sum(tr.budgets.values()) == 6
+    assert tr.budgets == res.budgets and sum(tr.budgets.values()) == max(6, mem.config.route_budget)
     assert [h.amu.amu_id for h in tr.hits] == [h.amu.amu_id for h in res.hits]
     assert [h.score for h in tr.hits] == pytest.approx([h.score for h in res.hits])
     for name, v in tr.views.items():
@@ -207,7 +207,7 @@ def test_cli_inspect_trace_export_stats(store_dir, minilm, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Routing" in out and "budget" in out and "Hits (" in out and "<- t" in out
     assert main(["-q", "trace", str(store_dir), "Where does the cat sleep?", "--top-k", "4", "--json"]) == 0
-    assert sum(json.loads(capsys.readouterr().out)["budgets"].values()) == 4
+    assert sum(json.loads(capsys.readouterr().out)["budgets"].values()) == Config().route_budget
     out_file = tmp_path / "export.json"
     assert main(["-q", "export", str(store_dir), "--format", "json", "--out", str(out_file)]) == 0
     with make_memory(minilm, store_dir) as m:

@@ -55,7 +55,7 @@ def test_tools_in_process_with_tenancy(memory):
             assert names == {"add_memory", "search_memory", "delete_memory", "answer"}
             added = payload(await c.call_tool("add_memory", {"space": "alice", "turns": TURNS}))
             assert added["units"] and added["units"][0]["text"].startswith("Ana adopted")
-            hits = payload(await c.call_tool("search_memory", {"space": "alice", "query": "What pet?", "top_k": 2}))
+            hits = payload(await c.call_tool("search_memory", {"space": "alice", "query": "Which cat did Ana adopt?", "top_k": 2}))
             assert "Miso" in hits["hits"][0]["unit"]["text"] and len(hits["hits"]) <= 2
             ans = payload(await c.call_tool("answer", {"space": "alice", "question": "What is the cat called?"}))
             assert "Miso" in ans["text"] and ans["evidence"]

@@ -3,8 +3,13 @@
 - `TurnExtractor`: w/o AMUs — every turn (text + photo caption) is one unit;
 - `SharedTextTagger`: shared text representation — the Affect view is keyed by the text
   embedding (polarity labels unchanged);
-- `SharedAffectEncoder`: shared affect representation — the Event view (and every text
-  vector: queries, raw turns) uses the affective embedding;
+- `SharedAffectEncoder`: shared affect representation — the store's text vectors are the
+  affective embedding; the runner reads only its Event and Affect trees and takes the Time
+  view, the merge scoring and the raw turns from the `amu` store (`composite.py`), so the
+  Time view stays text-keyed as in the paper;
+- `UnifiedTagger`: one unified view (paper Table 5) — every AMU labelled neutral (all in the
+  Event tree, text embedding: Unified Semantic) or non-neutral (all in the Affect tree,
+  affective embedding: Unified Affective);
 - `CachingExtractor`: per-turn extraction cached by content hash (LongMemEval sessions repeat
   across questions), in an SQLite table; a turn the LLM extractor left to its rule fallback,
   or could not extract (`ExtractionUnavailable`), is not cached.
@@ -22,7 +27,7 @@ import numpy as np
 from ..extraction import Extraction, turn_text
 from ..types import Turn
 
-CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect")
+CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect", "unified_semantic", "unified_affective")
 
 
 class TurnExtractor:
@@ -62,6 +67,34 @@ class SharedAffectEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.tagger.tag(list(texts)).embeddings, np.float32).reshape(len(texts), self.dim)
+
+
+class UnifiedTagger:
+    """`tagger` with every label moved to one semantic view (`to`): "event" labels every text
+    neutral; "affect" keeps a non-neutral label and relabels a neutral text with its likelier
+    non-neutral class. Class scores and embeddings are `tagger`'s, unchanged."""
+
+    def __init__(self, tagger: Any, to: str):
+        if to not in ("event", "affect"):
+            raise ValueError(f"to: expected 'event' or 'affect', got {to!r}")
+        self.tagger = tagger
+        self.to = to
+        self.dim = int(tagger.dim)
+        self.name = f"unified-{to}:{tagger.name}"
+
+    def tag(self, texts: list[str]):
+        from ..affect import AffectBatch
+        from ..types import POLARITIES
+
+        batch = self.tagger.tag(list(texts))
+        if self.to == "event":
+            labels = ["neutral"] * len(batch)
+        else:
+            neg, pos = POLARITIES.index("negative"), POLARITIES.index("positive")
+            scores = np.asarray(batch.scores, np.float32).reshape(len(batch), len(POLARITIES))
+            labels = [p if p != "neutral" else ("negative" if s[neg] > s[pos] else "positive")
+                      for p, s in zip(batch.polarities, scores)]
+        return AffectBatch(labels, batch.scores, batch.embeddings)
 
 
 class CachingExtractor:

@@ -9,7 +9,13 @@ from pathlib import Path
 EPILOG = """systems (keys; groups: baselines, views, ablations, all):
   full-context bm25-turns dense-turns hybrid-turns flat-amus etamem no-amus no-hierarchy
   no-fallback event-only affect-only time-only event+affect event+time affect+time
-  mean-routing no-bm25 shared-text shared-affect etamem-rrf
+  mean-routing no-bm25 shared-text shared-affect unified-semantic unified-affective etamem-rrf
+  (group unified: unified-semantic unified-affective time-only, the paper's Table 5)
+
+Retrieval modes: by default each system returns --pool units (80 LoCoMo / 100 LongMemEval)
+and recall@k counts their first k distinct source turns, so an ETAMem system routes the pool
+across its views, not k. --budget K is the paper's setting: every system returns K units
+(ETAMem routes exactly K) and recall@k counts the distinct turns of those K units.
 
 Without an LLM only retrieval metrics are computed (full-context is skipped). With
 --model (or ETAMEM_LLM_MODEL) and OPENAI_BASE_URL / OPENAI_API_KEY, AMUs are extracted by the
@@ -23,9 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="results directory (default bench-results/<dataset>-<file stem>)")
     p.add_argument("--systems", nargs="+", default=None, metavar="NAME", help="system keys or groups (default: all)")
     p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo recall@K values (default 10 20 25)")
-    p.add_argument("--pool", type=int, default=None, help="units per system before cutting at K (default 80 / 100)")
+    p.add_argument("--pool", type=int, default=None,
+                   help="pool mode: units per system before cutting at K (default 80 / 100)")
+    p.add_argument("--budget", type=int, default=None, metavar="K",
+                   help="budget mode: every system returns K units (ETAMem routes exactly K; the paper's setting)")
     p.add_argument("--qa-turns", type=int, default=None,
-                   help="distinct source turns in the answer context (default: config top_k, 20)")
+                   help="distinct source turns in the answer context (default: --budget K, else config top_k, 20)")
     p.add_argument("--model", default=None, help="answer and extraction model (default $ETAMEM_LLM_MODEL)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
     p.add_argument("--judge-model", default=None, help="judge model (default: the answer model)")
@@ -52,8 +61,9 @@ def options_from_args(args):
 
     overrides = parse_overrides(args.set, args.config)
     return BenchOptions(dataset=args.dataset, file=args.file, out=args.out, systems=args.systems, ks=args.ks,
-                        pool=args.pool, qa_turns=args.qa_turns, overrides=overrides, model=args.model,
-                        base_url=args.base_url, judge_model=args.judge_model, judge_base_url=args.judge_base_url,
+                        pool=args.pool, budget=args.budget, qa_turns=args.qa_turns, overrides=overrides,
+                        model=args.model, base_url=args.base_url, judge_model=args.judge_model,
+                        judge_base_url=args.judge_base_url,
                         no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh)
@@ -67,9 +77,10 @@ def cmd_bench(args) -> int:
     summary = run(opts)
     out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
     print(markdown(summary))
-    print(f"Results in {out}/ (report.md, summary.json, results.jsonl"
-          + ("" if opts.plots is False else ", categories.png, recall_vs_k.png, cost_accuracy.png")
-          + f"). Wall time {summary['wall_s']:.1f} s.")
+    plots = [p for p in ("categories.png", "recall_vs_k.png", "cost_accuracy.png", "routing_weights.png")
+             if opts.plots and (out / p).exists()]
+    print(f"Results in {out}/ ({', '.join(['report.md', 'summary.json', 'results.jsonl'] + plots)}). "
+          f"Wall time {summary['wall_s']:.1f} s.")
     return 0
 
 

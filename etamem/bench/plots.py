@@ -1,11 +1,14 @@
 """PNG plots of a run summary (matplotlib, Agg backend, imported lazily):
-per-category bars per system, recall against K, cost against accuracy."""
+per-category bars per system, recall against K, cost against accuracy, and the mean routing
+weight per view by category for each ETAMem system that routes across several views."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..output import pyplot, save_png
-from .report import main_k
+from .report import VIEWS, main_k
+
+VIEW_COLOURS = {"event": "tab:blue", "affect": "tab:red", "time": "tab:green"}
 
 
 def _main_metric(summary: dict) -> tuple[str, str]:
@@ -77,4 +80,33 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     ax.set_ylabel("judge accuracy (all)" if has_qa else f"{metric_label} (all)")
     ax.set_title("cost against accuracy")
     paths.append(save_png(fig, out / "cost_accuracy.png", dpi=110))
+
+    # 4. routing weights by category (the paper's Fig. 3), one panel per multi-view ETAMem system
+    routed = [s for s in systems.values() if s.get("routing") and len(s["routing"]["weights"].get("all", {})) > 1]
+    if routed:
+        paths.append(_routing_plot(plt, out, summary, routed, cats))
     return paths
+
+
+def _routing_plot(plt, out: Path, summary: dict, routed: list[dict], cats: list[str]) -> Path:
+    ncols = min(3, len(routed))
+    nrows = -(-len(routed) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4 * nrows), squeeze=False)
+    for ax in axes.flat[len(routed):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, routed):
+        weights = s["routing"]["weights"]
+        views = [v for v in VIEWS if v in weights.get("all", {})]
+        width = 0.85 / len(views)
+        for i, v in enumerate(views):
+            ax.bar([c + i * width for c in range(len(cats))], [weights.get(c, {}).get(v) or 0.0 for c in cats],
+                   width, label=v, color=VIEW_COLOURS[v])
+        ax.set_xticks([c + 0.425 - width / 2 for c in range(len(cats))])
+        ax.set_xticklabels([str(c) for c in cats], fontsize=8, rotation=30 if summary["dataset"] != "locomo" else 0)
+        ax.set_ylabel("mean routing weight")
+        ax.set_ylim(0, 1)
+        ax.set_title(s["label"], fontsize=9)
+    axes[0, 0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"{summary['dataset']}: routing weight per view by "
+                 + ("category" if summary["dataset"] == "locomo" else "question type"))
+    return save_png(fig, out / "routing_weights.png", dpi=110)

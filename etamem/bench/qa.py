@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from itertools import groupby
+from typing import Callable
 
+from ..answering import says_missing
 from ..llm import parse_json_strict
 from ..prompts_io import render_prompt
 from ..timeparse import format_date, parse_timestamp
@@ -99,11 +101,24 @@ def _call(llm, prompt: str, stage: str) -> tuple[str, int, int, bool]:
     return text, p, c, cached
 
 
-def answer_and_judge(prompt: str, q: BenchQuestion, llm, judge) -> dict:
-    """Ask `llm`, then `judge`; the QA record (prediction, verdict, F1, BLEU-1, tokens, ms)."""
+def answer_and_judge(prompt: str, q: BenchQuestion, llm, judge, retry: Callable[[], str] | None = None) -> dict:
+    """Ask `llm`, then `judge`; the QA record (prediction, verdict, F1, BLEU-1, tokens, ms).
+
+    `retry` (ETAMem systems with the fallback on, when retrieval did not use it): if the reply
+    says the memories lack the answer (`answering.says_missing`, as `Memory.answer`), the
+    prompt `retry()` builds (raw turns fused in) is asked once more and its reply is judged;
+    `answer_fallback` says whether that happened, tokens and ms cover both calls."""
     t0 = time.perf_counter()
     prediction, p_tok, c_tok, cached = _call(llm, prompt, "answer")
     prediction = prediction.strip()
+    context_tokens = len(TOKEN.findall(prompt))
+    first = None
+    if retry is not None and says_missing(prediction):
+        second = retry()
+        text, p2, c2, cached2 = _call(llm, second, "answer")
+        first, prediction = prediction, text.strip()
+        p_tok, c_tok, cached = p_tok + p2, c_tok + c2, cached and cached2
+        context_tokens += len(TOKEN.findall(second))
     ms = 1000 * (time.perf_counter() - t0)
     judge_prompt = render_prompt("judge", question=q.question, gold=q.answer, prediction=prediction,
                                  category=q.category, notes=ABSTENTION_NOTE if q.abstention else "")
@@ -116,10 +131,14 @@ def answer_and_judge(prompt: str, q: BenchQuestion, llm, judge) -> dict:
         correct = parse_verdict(reply)
     except ValueError:
         correct = None
-    return {"prediction": prediction, "gold": q.answer, "correct": correct,
-            "f1": token_f1(prediction, q.answer), "bleu1": bleu1(prediction, q.answer),
-            "prompt_tokens": p_tok, "completion_tokens": c_tok, "answer_cached": cached,
-            "context_tokens": len(TOKEN.findall(prompt)), "judge_tokens": jp + jc, "answer_ms": ms}
+    rec = {"prediction": prediction, "gold": q.answer, "correct": correct,
+           "f1": token_f1(prediction, q.answer), "bleu1": bleu1(prediction, q.answer),
+           "prompt_tokens": p_tok, "completion_tokens": c_tok, "answer_cached": cached,
+           "context_tokens": context_tokens, "judge_tokens": jp + jc, "answer_ms": ms,
+           "answer_fallback": first is not None}
+    if first is not None:
+        rec["first_prediction"] = first
+    return rec
 
 
 __all__ = ["answer_prompt", "answer_and_judge", "units_for_context", "distinct_turns"]

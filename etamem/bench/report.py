@@ -9,6 +9,8 @@ from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from .metrics import mean
 from .systems import SystemSpec
 
+VIEWS = ("event", "affect", "time")
+BUCKETS = ("0", "(0,1)", "1")  # evidence recall of the answer context
 LME_COLUMNS = ("session_recall_any@5", "session_recall_all@5", "session_recall_all@10", "session_ndcg_any@10",
                "turn_recall_any@10", "turn_recall_all@10", "turn_recall_all@50", "turn_ndcg_any@10")
 
@@ -30,6 +32,51 @@ def _by_category(recs: list[dict], value) -> dict[str, float]:
     return {c: mean(vs) for c, vs in groups.items()}
 
 
+def routing_summary(recs: list[dict]) -> dict | None:
+    """Mean routing weight and budget per view, per category and over all (`recs` with a
+    "routing" entry, one per question); None when there is none."""
+    recs = [r for r in recs if r.get("routing")]
+    if not recs:
+        return None
+    out: dict = {"questions": len(recs)}
+    for part in ("weights", "budgets"):
+        groups: dict[str, dict[str, list[float]]] = {}
+        for r in recs:
+            for cat in (r["category"], "all"):
+                for view, x in r["routing"][part].items():
+                    groups.setdefault(cat, {}).setdefault(view, []).append(float(x))
+        out[part] = {cat: {v: mean(by[v]) for v in sorted(by, key=_view_order)} for cat, by in groups.items()}
+    return out
+
+
+def _view_order(view: str) -> tuple[int, str]:
+    return (VIEWS.index(view) if view in VIEWS else len(VIEWS), view)
+
+
+def recall_bucket(recall: float) -> str:
+    """"0", "(0,1)" or "1" for an evidence recall in [0, 1]."""
+    if recall <= 1e-9:
+        return "0"
+    return "1" if recall >= 1.0 - 1e-9 else "(0,1)"
+
+
+def error_analysis(qa: list[dict]) -> dict | None:
+    """Judged answers by evidence recall of their context (0, (0,1), 1) x correct / wrong: a
+    wrong answer with full recall is a reasoning error, with less a retrieval error. None when
+    no judged answer has gold evidence."""
+    rows = [r for r in qa if r.get("correct") is not None and r.get("evidence_recall") is not None]
+    if not rows:
+        return None
+    counts = {b: {"correct": 0, "wrong": 0} for b in BUCKETS}
+    for r in rows:
+        counts[recall_bucket(r["evidence_recall"])]["correct" if r["correct"] else "wrong"] += 1
+    wrong = sum(c["wrong"] for c in counts.values())
+    return {"questions": len(rows), "counts": counts, "wrong": wrong,
+            "retrieval_errors_of_wrong": (counts["0"]["wrong"] + counts["(0,1)"]["wrong"]) / wrong if wrong else None,
+            "reasoning_errors_of_wrong": counts["1"]["wrong"] / wrong if wrong else None,
+            "reasoning_errors_of_all": counts["1"]["wrong"] / len(rows)}
+
+
 def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSpec], records: dict,
               settings: dict, *, wall_s: float, notes: list[str]) -> dict:
     """Per-system metrics over the selected questions (records of other questions ignored)."""
@@ -40,7 +87,8 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
         rr = [records[k] for q in questions if (k := ("retrieval", spec.key, q.qid)) in records]
         qa = [records[k] for q in questions if (k := ("qa", spec.key, q.qid)) in records]
         names = sorted({m for r in rr for m in r["metrics"]})
-        builds = [records[k] for s in spaces if spec.construction and (k := ("build", spec.construction, s)) in records]
+        builds = [records[k] for s in spaces for c in spec.constructions if (k := ("build", c, s)) in records]
+        by_q = {r["qid"]: r for r in qa if r.get("routing")} | {r["qid"]: r for r in rr if r.get("routing")}
         llm = {}
         for b in builds:
             for stage, cost in b.get("llm", {}).items():
@@ -48,7 +96,8 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 for f in tot:
                     tot[f] += cost.get(f, 0)
         systems[spec.key] = {
-            "label": spec.label, "construction": spec.construction,
+            "label": spec.label, "construction": "+".join(spec.constructions) or None,
+            "routing": routing_summary(list(by_q.values())),
             "retrieval": {"questions": len(rr),
                           "metrics": {m: _by_category(rr, lambda r, m=m: r["metrics"].get(m)) for m in names},
                           "ms_per_query": mean(r["ms"] for r in rr),
@@ -59,14 +108,16 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 "f1": _by_category(qa, lambda r: r["f1"]), "bleu1": _by_category(qa, lambda r: r["bleu1"]),
                 "answer_tokens_per_question": mean(r["prompt_tokens"] + r["completion_tokens"] for r in qa),
                 "judge_tokens_per_question": mean(r["judge_tokens"] for r in qa),
-                "ms_per_answer": mean(r["answer_ms"] for r in qa)},
+                "ms_per_answer": mean(r["answer_ms"] for r in qa),
+                "answer_fallbacks": sum(bool(r.get("answer_fallback")) for r in qa),
+                "errors": error_analysis(qa)},
             "cost": {"build_spaces": len(builds), "build_wall_s": sum(b["wall_s"] for b in builds) if builds else None,
                      "build_llm": llm, "build_amus": sum(b["amus"] for b in builds) if builds else None,
                      "peak_rss_mb": max([r.get("peak_rss_mb", 0) for r in rr] + [b["peak_rss_mb"] for b in builds],
                                         default=None)},
         }
     qids, spaces_set = {q.qid for q in questions}, set(spaces)
-    used = {s.construction for s in specs}
+    used = {c for s in specs for c in s.constructions}
     work = sum(r["wall_s"] for k, r in records.items() if k[0] == "build" and k[1] in used and k[2] in spaces_set)
     work += sum(r.get("ms", 0.0) + r.get("answer_ms", 0.0) for k, r in records.items()
                 if k[0] != "build" and k[2] in qids and k[1] in systems) / 1000.0
@@ -129,10 +180,45 @@ def qa_table(summary: dict) -> list[str]:
         rows.append([s["label"]] + [_f(qa["accuracy"].get(c)) for c in cats]
                     + [_f(qa["accuracy"].get("all")), _f(qa["f1"].get("all")), _f(qa["bleu1"].get("all")),
                        _f(qa["answer_tokens_per_question"], 0), _f(qa["judge_tokens_per_question"], 0),
-                       str(qa["questions"] - qa["judged"])])
+                       str(qa["questions"] - qa["judged"]), str(qa.get("answer_fallbacks", 0))])
     if not rows:
         return []
-    head = ["system"] + [f"J {c}" for c in cats] + ["J all", "F1", "BLEU-1", "answer tok/q", "judge tok/q", "no verdict"]
+    head = (["system"] + [f"J {c}" for c in cats]
+            + ["J all", "F1", "BLEU-1", "answer tok/q", "judge tok/q", "no verdict", "answer fallbacks"])
+    return _table(head, rows)
+
+
+def routing_tables(summary: dict) -> list[str]:
+    """Mean routing weight (and budget) per view, by category, for the ETAMem systems."""
+    cats = summary["categories"] + ["all"]
+    lines = []
+    for part, digits, title in (("weights", 3, "Mean routing weight"), ("budgets", 1, "Mean routed budget (units)")):
+        rows = []
+        for s in summary["systems"].values():
+            r = s.get("routing")
+            if not r:
+                continue
+            views = sorted({v for by in r[part].values() for v in by}, key=_view_order)
+            rows += [[s["label"], v] + [_f(r[part].get(c, {}).get(v), digits) for c in cats] for v in views]
+        if rows:
+            lines += ["", f"{title} per view and category:", ""] + _table(["system", "view"] + cats, rows)
+    return lines
+
+
+def error_table(summary: dict) -> list[str]:
+    rows = []
+    for s in summary["systems"].values():
+        e = (s["qa"] or {}).get("errors")
+        if not e:
+            continue
+        c = e["counts"]
+        rows.append([s["label"]] + [str(c[b][x]) for b in BUCKETS for x in ("correct", "wrong")]
+                    + [_f(e["retrieval_errors_of_wrong"]), _f(e["reasoning_errors_of_wrong"]),
+                       _f(e["reasoning_errors_of_all"])])
+    if not rows:
+        return []
+    head = (["system"] + [f"R={b} {x}" for b in BUCKETS for x in ("correct", "wrong")]
+            + ["retrieval errors / wrong", "reasoning errors / wrong", "reasoning errors / all"])
     return _table(head, rows)
 
 
@@ -151,6 +237,16 @@ def cost_table(summary: dict) -> list[str]:
                    "answer tok/q", "ms/answer", "peak RSS MB"], rows)
 
 
+def mode_line(settings: dict) -> str:
+    if settings.get("mode") == "budget":
+        return (f"Retrieval mode: budget, K = {settings['budget']} units per system (an ETAMem system routes "
+                "exactly K units across its views, the paper's setting); recall@k counts the distinct source turns "
+                "of those K units.")
+    return (f"Retrieval mode: pool, {settings['pool']} units per system; recall@k counts the first k distinct "
+            f"source turns (an ETAMem system routes the pool, not k, across its views; `--budget K` for the "
+            f"paper's setting).")
+
+
 def markdown(summary: dict) -> str:
     d, st = summary["data"], summary["settings"]
     cfg = st["config"]
@@ -161,14 +257,27 @@ def markdown(summary: dict) -> str:
                 else f" ({d['abstention_questions']} abstention questions skipped for retrieval)")
              + f". Wall time of this run: {summary['wall_s']:.1f} s; time spent on these results over all runs "
              f"(store builds + retrieval + answers, from the records): {summary['work_s']:.0f} s.", "",
+             mode_line(st), "",
              f"Settings: K (answer context, distinct turns) {st['qa_turns']}, beam B {cfg['beam_width']}, "
              f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
              f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
              + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", "",
              "## Retrieval (no LLM)", ""] + retrieval_table(summary)
+    routing = routing_tables(summary)
+    if routing:
+        lines += ["", "## Routing (ETAMem systems)"] + routing
     qa = qa_table(summary)
     if qa:
-        lines += ["", "## Answers (LLM): judge accuracy per category, token F1, BLEU-1", ""] + qa
+        lines += ["", "## Answers (LLM): judge accuracy per category, token F1, BLEU-1", "",
+                  "answer fallbacks: answers asked again with raw turns fused in because the first reply said the "
+                  "memories lack the answer (as `Memory.answer`; ETAMem systems with the fallback on, when "
+                  "retrieval had not fused raw turns already).", ""] + qa
+    errors = error_table(summary)
+    if errors:
+        lines += ["", "## Error analysis", "",
+                  "Judged answers by the evidence recall of their context (R: share of the gold evidence among the "
+                  f"first {st['qa_turns']} distinct source turns of the first answer's context; full context: 1) "
+                  "and verdict. Wrong with R=1: a reasoning error; wrong with R<1: a retrieval error.", ""] + errors
     lines += ["", "## Cost", "", "Build figures are per store (shared by every system on that store) and summed over "
               "the selected conversations; a store built by an earlier run keeps its recorded cost; stores built later "
               "reuse the embedding and extraction caches filled by earlier ones, so their build time is lower. "

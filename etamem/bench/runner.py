@@ -7,6 +7,14 @@ Results are appended to `<out>/results.jsonl` as they are produced (one record p
 space, per (system, question) retrieval and per (system, question) answer); a rerun with the
 same settings skips what is there, and the LLM cache (`<out>/llm_cache.sqlite`) makes any
 repeated call free. `<out>/settings.json` pins the settings the results were made with.
+
+Two retrieval modes (`settings["mode"]`):
+- "pool" (default): every system returns `pool` units (80 LoCoMo / 100 LongMemEval) and
+  recall@k counts the first k distinct source turns; an ETAMem system's retrieval is called
+  with top_k = pool, so the budget it routes across the views is the pool, not k;
+- "budget" (`budget=K`): every system returns K units (ETAMem: `Memory.retrieve(top_k=K)` with
+  `route_budget` = K, so the routed budget is exactly K, the paper's setting) and recall@k counts the distinct turns of
+  those K units; the answer context defaults to K distinct turns.
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from ..output import atomic_write
 from .data import BenchConversation, BenchQuestion, load, select
 from .metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
 from .systems import SystemSpec, resolve_systems
-from .workbench import Workbench, peak_rss_mb
+from .workbench import Workbench, hits_to_units, peak_rss_mb
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,8 @@ class BenchOptions:
     systems: list[str] | None = None  # keys or groups; default: all
     ks: list[int] | None = None  # LoCoMo recall@K (default 10 20 25)
     pool: int | None = None  # units each system returns before cutting at K
-    qa_turns: int | None = None  # distinct turns in the answer context (default config top_k)
+    budget: int | None = None  # budget mode: each system returns exactly this many units
+    qa_turns: int | None = None  # distinct turns in the answer context (default: budget, else config top_k)
     overrides: dict[str, Any] = field(default_factory=dict)
     model: str | None = None  # answer / construction LLM (default: config, then $ETAMEM_LLM_MODEL)
     base_url: str | None = None
@@ -115,8 +124,20 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     cfg["m_max_bounds"] = list(cfg["m_max_bounds"])
     model = None if opts.no_llm else config.resolved_llm_model()
     return {"dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
+            "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
             "qa_turns": qa_turns, "config": cfg, "llm_model": model,
             "judge_model": None if model is None else (opts.judge_model or model)}
+
+
+def _sizes(opts: BenchOptions, config: Config) -> tuple[int, int]:
+    """(units per system, distinct turns in the answer context) for the run's mode."""
+    if opts.budget is not None:
+        if opts.budget < 1:
+            raise ValueError(f"budget: expected a positive number of units, got {opts.budget}")
+        if opts.pool is not None:
+            raise ValueError("pool and budget exclude each other: --budget K makes every system return K units")
+        return opts.budget, opts.qa_turns or opts.budget
+    return opts.pool or DEFAULT_POOL[opts.dataset], opts.qa_turns or config.top_k
 
 
 def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
@@ -146,6 +167,23 @@ def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, u
     return out
 
 
+def context_recall(conv: BenchConversation, q: BenchQuestion, units, qa_turns: int,
+                   session_of: dict[str, str]) -> float | None:
+    """Evidence recall of an answer context: the share of the question's gold turns (LongMemEval
+    without marked turns: gold sessions) among the first `qa_turns` distinct source turns of
+    `units` (None: all turns, full context); None for an abstention question or one without
+    gold evidence (as for retrieval)."""
+    if q.abstention or (not q.gold_turns and not q.gold_sessions):
+        return None
+    if units is None:
+        return 1.0
+    turns = distinct(t for u in units for t in u.sources)[:qa_turns]
+    if q.gold_turns:
+        return evidence_recall(turns, q.gold_turns, qa_turns)
+    sessions = distinct(session_of[t] for t in turns if t in session_of)
+    return evidence_recall(sessions, q.gold_sessions, len(sessions))
+
+
 def _make_llms(opts: BenchOptions, config: Config, out: Path):
     if opts.no_llm:
         return None, None
@@ -170,8 +208,9 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     config = _config(opts)
     specs = resolve_systems(opts.systems)
     ks = sorted(set(opts.ks or LOCOMO_KS))
-    pool = opts.pool or DEFAULT_POOL[opts.dataset]
-    qa_turns = opts.qa_turns or config.top_k
+    pool, qa_turns = _sizes(opts, config)
+    if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
+        config = config.replace(route_budget=opts.budget)
     convs = select(load(opts.dataset, opts.file), limit=opts.limit, spaces=opts.conversations,
                    qids=opts.questions, per_conversation=opts.per_conversation)
     out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
@@ -179,7 +218,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     settings = _settings(opts, config, ks, pool, qa_turns)
     settings_path = out / "settings.json"
     if settings_path.exists():
-        old = json.loads(settings_path.read_text(encoding="utf-8"))
+        old = {"mode": "pool", "budget": None, **json.loads(settings_path.read_text(encoding="utf-8"))}
         if old != settings:
             if not opts.fresh:
                 diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
@@ -244,11 +283,12 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 todo.append((q, need_r, need_qa))
         if not todo:
             continue
-        if spec.construction and not wb.is_built(spec.construction, conv):
-            log.info("building %s store for %s", spec.construction, conv.space)
-            rec = {"type": "build", **wb.build(spec.construction, conv)}
-            builds.add(rec)
-            results.add(rec)
+        for construction in spec.constructions:
+            if not wb.is_built(construction, conv):
+                log.info("building %s store for %s", construction, conv.space)
+                rec = {"type": "build", **wb.build(construction, conv)}
+                builds.add(rec)
+                results.add(rec)
         turns = wb.turns(conv)
         if not encoded and spec.kind != "full_context":  # one batch, shared by all systems (not timed)
             wb.text_encoder.encode([q.question for q in conv.questions])
@@ -260,13 +300,15 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 t0 = time.perf_counter()
                 ranking = wb.rank(spec, conv, q)
                 ms = 1000 * (time.perf_counter() - t0)
+            routing = {} if ranking is None or ranking.routing is None else {"routing": ranking.routing}
             if need_r:
                 _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)
                 results.add({"type": "retrieval", "system": spec.key, "qid": q.qid, "space": conv.space,
                              "category": q.category, "ms": ms, "context_tokens": ctx,
                              "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
-                             "peak_rss_mb": peak_rss_mb()})
+                             "peak_rss_mb": peak_rss_mb(), **routing})
             if need_qa:
+                units, retry = None, None
                 if ranking is None:
                     prompt = answer_prompt(dataset, q, conversation=turns, tz=config.default_timezone)
                 else:
@@ -275,9 +317,24 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                     hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
                     prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
                                            time_summaries=wb.time_summaries(spec, conv.space, hits))
-                rec = answer_and_judge(prompt, q, llm, judge)
+                    if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
+                        retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
+                rec = answer_and_judge(prompt, q, llm, judge, retry)
                 results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
-                             "category": q.category, "abstention": q.abstention, **rec})
+                             "category": q.category, "abstention": q.abstention,
+                             "evidence_recall": context_recall(conv, q, units, qa_turns, session_of), **rec, **routing})
 
 
-__all__ = ["BenchOptions", "run", "ResultLog", "retrieval_metrics"]
+def _retry_prompt(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion,
+                  hits, turn_map, config: Config):
+    """The answer-time fallback of `Memory.answer`: a prompt over `hits` with raw turns fused in."""
+    from .qa import answer_prompt
+
+    def build() -> str:
+        fused = wb.with_raw_turns(spec, conv, q, hits)
+        return answer_prompt(dataset, q, units=hits_to_units(fused), turns=turn_map, tz=config.default_timezone,
+                             time_summaries=wb.time_summaries(spec, conv.space, fused))
+    return build
+
+
+__all__ = ["BenchOptions", "run", "ResultLog", "retrieval_metrics", "context_recall"]

@@ -5,9 +5,15 @@ Flat baselines rank raw turns (BM25, dense, hybrid by reciprocal-rank fusion wit
 text `speaker: text`, plus the date for BM25) or AMUs ((1 - beta) * cos + beta * BM25n, no
 hierarchy). ETAMem systems call `Memory.retrieve` on a store built once per construction
 (`amu`: the configured extractor; `turn`: turns as units; `shared_text` / `shared_affect`:
-one representation for both semantic views); retrieval-time ablations (views, routing,
-fallback, beta, beam) share the `amu` store. `full-context` puts the whole conversation in
-the answer prompt (LLM only).
+one representation for both semantic views; `unified_semantic` / `unified_affective`: every
+AMU in one semantic tree); retrieval-time ablations (views, routing, fallback, beta, beam)
+share the `amu` store. A system with a `time_store` takes its Event and Affect views from its
+construction and its Time view, merge scoring and raw turns from that store (`composite.py`).
+`full-context` puts the whole conversation in the answer prompt (LLM only).
+
+Table 5 of the paper: Unified Semantic = `unified-semantic`, Unified Affective =
+`unified-affective`, Unified Temporal = `time-only`; Shared Text / Shared Affect (§4.3.2) =
+`shared-text` / `shared-affect`.
 """
 from __future__ import annotations
 
@@ -28,10 +34,16 @@ class SystemSpec:
     views: tuple[str, ...] = ALL_VIEWS
     routing: str | None = None  # None: the config's
     fallback: bool = True
+    time_store: str | None = None  # construction serving the Time view, merge and raw turns
 
     @property
     def needs_llm(self) -> bool:
         return self.kind == "full_context"
+
+    @property
+    def constructions(self) -> tuple[str, ...]:
+        """The stores the system reads (built before it runs)."""
+        return tuple(c for c in (self.construction, self.time_store) if c)
 
 
 def _eta(key: str, label: str, **kw) -> SystemSpec:
@@ -57,7 +69,9 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _eta("mean-routing", "mean routing", routing="mean"),
     _eta("no-bm25", "no BM25 (beta = 0)", overrides=(("bm25_weight", 0.0),)),
     _eta("shared-text", "shared text representation", construction="shared_text"),
-    _eta("shared-affect", "shared affect representation", construction="shared_affect"),
+    _eta("shared-affect", "shared affect representation", construction="shared_affect", time_store="amu"),
+    _eta("unified-semantic", "unified semantic view", construction="unified_semantic", views=("event",)),
+    _eta("unified-affective", "unified affective view", construction="unified_affective", views=("affect",)),
     _eta("etamem-rrf", "ETAMem full + raw-turn RRF (always)",
          overrides=(("fallback_threshold", 2.0), ("fallback_turns", 40), ("fallback_fusion", "rrf"))),
 )
@@ -66,14 +80,15 @@ GROUPS = {
     "baselines": ["full-context", "bm25-turns", "dense-turns", "hybrid-turns", "flat-amus"],
     "views": ["event-only", "affect-only", "time-only", "event+affect", "event+time", "affect+time"],
     "ablations": ["no-amus", "no-hierarchy", "no-fallback", "mean-routing", "no-bm25", "shared-text",
-                  "shared-affect"],
+                  "shared-affect", "unified-semantic", "unified-affective"],
+    "unified": ["unified-semantic", "unified-affective", "time-only"],
     "all": [s.key for s in SYSTEMS],
 }
 DEFAULT_SYSTEMS = [s.key for s in SYSTEMS]
 
 
 def resolve_systems(names: list[str] | None) -> list[SystemSpec]:
-    """Specs for system keys or group names (baselines, views, ablations, all), in order,
+    """Specs for system keys or group names (baselines, views, ablations, unified, all), in order,
     without repeats; ValueError naming unknown ones."""
     keys: list[str] = []
     for name in names or DEFAULT_SYSTEMS:

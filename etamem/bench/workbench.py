@@ -14,8 +14,10 @@ import numpy as np
 
 from ..config import Config
 from ..types import Hit, StageCost
-from .ablations import CONSTRUCTIONS, CachingExtractor, SharedAffectEncoder, SharedTextTagger, TurnExtractor
+from .ablations import (CONSTRUCTIONS, CachingExtractor, SharedAffectEncoder, SharedTextTagger, TurnExtractor,
+                        UnifiedTagger)
 from .data import BenchConversation, BenchQuestion
+from .composite import split_retrieve
 from .metrics import rrf
 from .systems import SystemSpec, Unit
 
@@ -25,6 +27,10 @@ log = logging.getLogger(__name__)
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (MB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def hits_to_units(hits: list[Hit]) -> list[Unit]:
+    return [Unit(h.source_turn_ids, h.amu.text, h.amu.timestamp, h.views) for h in hits]
 
 
 def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, dict[str, int]]:
@@ -41,6 +47,8 @@ def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> di
 class Ranking:
     units: list[Unit]
     hits: list[Hit] = field(default_factory=list)  # ETAMem systems: the hits behind the units
+    routing: dict[str, dict] | None = None  # ETAMem systems: {"weights": {view: w}, "budgets": {view: k}}
+    fallback_used: bool = False  # ETAMem systems: raw turns were fused in at retrieval
 
 
 class Workbench:
@@ -103,7 +111,8 @@ class Workbench:
         return cache
 
     def memory(self, construction: str):
-        """The Memory of one construction (`amu`, `turn`, `shared_text`, `shared_affect`)."""
+        """The Memory of one construction (`amu`, `turn`, `shared_text`, `shared_affect`,
+        `unified_semantic`, `unified_affective`)."""
         if construction not in CONSTRUCTIONS:
             raise ValueError(f"construction: expected one of {CONSTRUCTIONS}, got {construction!r}")
         if construction not in self._mems:
@@ -114,6 +123,8 @@ class Workbench:
                 tagger = SharedTextTagger(tagger, encoder)
             elif construction == "shared_affect":
                 encoder = SharedAffectEncoder(tagger)
+            elif construction.startswith("unified_"):
+                tagger = UnifiedTagger(tagger, "event" if construction == "unified_semantic" else "affect")
             self._mems[construction] = Memory(self.root / construction, self.config, text_encoder=encoder,
                                               affect_tagger=tagger, llm=self.llm,
                                               extractor=self._extractor(construction))
@@ -194,7 +205,8 @@ class Workbench:
             del self._flat[key]
 
     def rank(self, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion) -> Ranking:
-        """The system's ranked units for the question (at most `pool` units)."""
+        """The system's ranked units for the question (at most `pool` units; an ETAMem system's
+        retrieval is called with top_k = `pool`, so its routed budget is the pool)."""
         from ..retrieval import turn_text
 
         pool, question = self.pool, q.question
@@ -224,19 +236,39 @@ class Workbench:
         if spec.kind == "etamem":
             mem = self.memory(spec.construction or "amu")
             base = mem.config
-            mem.config = base.replace(**dict(spec.overrides)) if spec.overrides else base
-            try:  # read at call time; the cached indexes do not depend on these settings
-                hits = mem.retrieve(question, conv.space, top_k=pool, now=q.now, views=spec.views,
-                                    routing=spec.routing, fallback=spec.fallback).hits
-            finally:
-                mem.config = base
-            return Ranking([Unit(h.source_turn_ids, h.amu.text, h.amu.timestamp, h.views) for h in hits], hits)
+            cfg = base.replace(**dict(spec.overrides)) if spec.overrides else base
+            if spec.time_store:
+                result = split_retrieve(mem, self.memory(spec.time_store), question, conv.space, top_k=pool,
+                                        now=q.now, views=spec.views, routing=spec.routing, fallback=spec.fallback,
+                                        config=cfg)
+            else:
+                mem.config = cfg
+                try:  # read at call time; the cached indexes do not depend on these settings
+                    result = mem.retrieve(question, conv.space, top_k=pool, now=q.now, views=spec.views,
+                                          routing=spec.routing, fallback=spec.fallback)
+                finally:
+                    mem.config = base
+            hits = result.hits
+            return Ranking(hits_to_units(hits), hits,
+                           {"weights": {v: float(w) for v, w in result.weights.items()},
+                            "budgets": {v: int(b) for v, b in result.budgets.items()}}, result.fallback_used)
         raise ValueError(f"system {spec.key!r} ({spec.kind}) does not rank")
+
+    def with_raw_turns(self, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion, hits: list[Hit]) -> list[Hit]:
+        """`hits` with the best raw turns fused in, as `Memory.answer` does before asking again
+        (the raw-turn index of the store that serves the system's Time view and fallback)."""
+        mem = self.memory(spec.time_store or spec.construction or "amu")
+        base = mem.config
+        mem.config = base.replace(**dict(spec.overrides)) if spec.overrides else base
+        try:
+            return mem.with_raw_turns(q.question, hits, conv.space)
+        finally:
+            mem.config = base
 
     def time_summaries(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
         if spec.kind != "etamem" or not hits:
             return ""
-        return self.memory(spec.construction or "amu").time_summaries(space, hits)
+        return self.memory(spec.time_store or spec.construction or "amu").time_summaries(space, hits)
 
     def close(self) -> None:
         for mem in self._mems.values():

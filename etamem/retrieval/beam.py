@@ -39,6 +39,23 @@ def hybrid(cos: np.ndarray, bm25_raw: np.ndarray, beta: float) -> tuple[np.ndarr
     return (1.0 - beta) * cos + beta * bm, bm
 
 
+ContextFn = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]  # AMU ids -> (dense, raw BM25) of their turns
+
+
+def contextual(cos: np.ndarray, bm25_raw: np.ndarray, ids: list[str], context: ContextFn | None, share: float,
+               beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """`hybrid` with each AMU's source turn in its dialogue context mixed in: (1 - beta) * ((1 -
+    share) * cos + share * ctx_cos) + beta * ((1 - share) * bm25n + share * ctx_bm25n), both BM25
+    parts min-max normalised over these candidates; `context(ids)` gives ctx_cos and the raw
+    ctx_bm25. Returns (score, the unit's own bm25n); plain `hybrid` when `context` is None."""
+    if context is None or share <= 0 or not len(ids):
+        return hybrid(cos, bm25_raw, beta)
+    ctx_cos, ctx_bm = context(ids)
+    bm = minmax(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
+    lexical = (1.0 - share) * bm + share * minmax(ctx_bm) if beta > 0 else bm
+    return (1.0 - beta) * ((1.0 - share) * cos + share * ctx_cos) + beta * lexical, bm
+
+
 @dataclass
 class HierarchyView:
     """A read-only adapter giving beam search what it needs from a tree or the time forest.
@@ -62,8 +79,10 @@ class HierarchyView:
 
 def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.ndarray,
                 query_tokens_amus: np.ndarray, *, beam: int, k: int, beta: float,
-                trace: BeamTrace | None = None) -> list[Scored]:
-    """Best `k` AMUs of the view for the query (qvec: (d,) float32 unit), best first."""
+                trace: BeamTrace | None = None, context: ContextFn | None = None,
+                context_share: float = 0.0) -> list[Scored]:
+    """Best `k` AMUs of the view for the query (qvec: (d,) float32 unit), best first. The AMUs
+    of the final leaves are scored by `contextual` (`context`, `context_share`)."""
     if k <= 0:
         return []
     frontier = [n for n in view.roots() if not (view.is_leaf(n) and view.leaf_filter and not view.leaf_filter(n))]
@@ -95,7 +114,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
     if not rows:
         return []
     cos = view.amu_vectors(rows) @ qvec
-    score, bm = hybrid(cos, view.amu_lex.scores_for(rows, query_tokens_amus), beta)
     ids = view.amu_ids(rows)
+    score, bm = contextual(cos, view.amu_lex.scores_for(rows, query_tokens_amus), ids, context, context_share, beta)
     order = np.lexsort((np.array(ids), -score))[:k]
     return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order]

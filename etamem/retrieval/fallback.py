@@ -3,6 +3,7 @@ stored turns, the retrieval confidence that gates it and the fusion of its turns
 (DESIGN §8)."""
 from __future__ import annotations
 
+import bisect
 import json
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class TurnIndex:
         self.slot_of: dict[str, int] = {}
         self.arrival: dict[str, int] = {}  # turn id -> arrival rank: ties go to the earlier turn, also
         # for a turn rewritten after a deletion (it keeps its rank, not its new slot)
+        self.sessions: dict[str, list[tuple[float, int, str]]] = {}  # session -> (time, arrival, turn id), sorted
+        self.order_key: dict[str, tuple[str, tuple[float, int, str]]] = {}  # live turn id -> (session, its key)
         if len(turns):
             self.add(list(turns), vectors)
 
@@ -50,6 +53,49 @@ class TurnIndex:
             self.turns.append(t)
             self.slot_of[t.turn_id] = s
             self.arrival.setdefault(t.turn_id, len(self.arrival))
+            self._place(t)
+
+    def _place(self, turn: Turn) -> None:
+        """Put a live turn in its session's order (time, then arrival)."""
+        key = (turn.timestamp.timestamp(), self.arrival[turn.turn_id], turn.turn_id)
+        bisect.insort(self.sessions.setdefault(turn.session_id, []), key)
+        self.order_key[turn.turn_id] = (turn.session_id, key)
+
+    def neighbour(self, turn_id: str, step: int) -> str | None:
+        """The live turn `step` (-1: before, +1: after) places away in the same session, or None."""
+        placed = self.order_key.get(turn_id)
+        if placed is None:
+            return None
+        order = self.sessions[placed[0]]
+        i = bisect.bisect_left(order, placed[1]) + step
+        return order[i][2] if 0 <= i < len(order) else None
+
+    def context(self, turn_ids: list[str], q_vec: np.ndarray, query_ids: np.ndarray, *, prev: float,
+                after: float, lexical_prev: float) -> tuple[np.ndarray, np.ndarray]:
+        """A turn in its dialogue context, for each of `turn_ids` (unknown ones score 0):
+        dense cos(q, t) + prev * cos(q, t-1) + after * cos(q, t+1) and raw BM25 bm(t) +
+        lexical_prev * bm(t-1), where t-1 / t+1 are its neighbours in its session. Two
+        (len(turn_ids),) float32 arrays; q_vec: (d,) float32 unit; query_ids: the turn
+        vocabulary's ids of the query (`query_ids`)."""
+        own = [self.slot_of.get(t) for t in turn_ids]
+        before = [self.slot_of.get(self.neighbour(t, -1)) for t in turn_ids]
+        later = [self.slot_of.get(self.neighbour(t, 1)) for t in turn_ids] if after else [None] * len(own)
+        need = sorted({s for s in own + before + later if s is not None})
+        if not need:
+            zeros = np.zeros(len(turn_ids), np.float32)
+            return zeros, zeros.copy()
+        at = {s: i for i, s in enumerate(need)}
+        cos = np.append(self.index.vectors(need) @ np.asarray(q_vec, np.float32), np.float32(0))
+        bm = np.append(self.index.bm25_for(need, query_ids), np.float32(0))
+        pick = lambda slots: np.fromiter((at.get(s, -1) for s in slots), np.int64, len(slots))  # -1: the 0 appended
+        own_i, before_i, later_i = pick(own), pick(before), pick(later)
+        dense = cos[own_i] + prev * cos[before_i] + after * cos[later_i]
+        lexical = bm[own_i] + lexical_prev * bm[before_i]
+        return dense.astype(np.float32), lexical.astype(np.float32)
+
+    def query_ids(self, query: str) -> np.ndarray:
+        """The query's token ids in the turns' BM25 vocabulary."""
+        return self.index.lexical.query_ids(query)
 
     def remove(self, turn_ids: list[str], *, keep_rank: bool = False) -> None:
         """Tombstone turns; `keep_rank`: they come back rewritten and keep their arrival rank."""
@@ -58,6 +104,11 @@ class TurnIndex:
             for t in turn_ids:
                 self.arrival.pop(t, None)
         for s in slots:
+            gone = self.turns[s]
+            placed = self.order_key.pop(gone.turn_id, None)
+            if placed is not None:
+                order = self.sessions[placed[0]]
+                del order[bisect.bisect_left(order, placed[1])]
             self.turns[s] = None
         self.index.remove(slots)
 
@@ -85,6 +136,8 @@ class TurnIndex:
         self.turns = [None if t is None else by_id[t] for t in ids]
         self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
         self.arrival = {t.turn_id: i for i, t in enumerate(turns)}  # `turns` come in arrival order
+        for t in turns:
+            self._place(t)
         return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:

@@ -78,6 +78,14 @@ class FlatHybridIndex:
             self._bm25.remove(slots)
             self._dense.remove(slots.tolist())
 
+    def vectors(self, slots) -> np.ndarray:
+        """(len(slots), d) float32 rows of live slots."""
+        return self._dense.rows(list(slots))
+
+    def bm25_for(self, slots, query: str | np.ndarray) -> np.ndarray:
+        """Raw BM25 of the given slots only ((len(slots),) float32; `query`: text or vocabulary ids)."""
+        return self._bm25.scores_for(slots, query)
+
     def bm25_scores(self, query_text: str) -> np.ndarray:
         """Raw BM25 score of every slot for the query (removed slots 0): (slots,) float32."""
         return self._bm25.scores_all(query_text)

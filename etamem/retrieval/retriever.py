@@ -22,7 +22,7 @@ import numpy as np
 from ..timeparse import format_date
 from ..types import AMU
 from ..views import SpaceViews
-from .beam import BeamTrace, HierarchyView, Scored, beam_search, hybrid
+from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, contextual
 from .lexical import LexicalIndex, minmax
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
@@ -352,9 +352,11 @@ class SpaceIndex:
     def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
-               routing_candidates: int = 256, trace: bool = False) -> RetrievalResult:
+               routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
+               context_share: float = 0.0) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
-        beam-search each, merge, re-score and rank."""
+        beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
+        with their source turns in context (`beam.contextual`), in the beams and the merge."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
         sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
@@ -373,18 +375,22 @@ class SpaceIndex:
                     h = HierarchyView(**{**h.__dict__, "leaf_filter": inside.__contains__})
             bt = BeamTrace() if trace else None
             found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=beam, k=plan.budgets.get(v, 0), beta=beta,
-                                   trace=bt) if plan.budgets.get(v, 0) else []
+                                   trace=bt, context=context, context_share=context_share) \
+                if plan.budgets.get(v, 0) else []
             if trace:
                 traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
-        ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost)
+        ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
+                             context_share)
         return RetrievalResult(ranked, plan, window, traces)
 
     def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
-               window: TimeWindow | None, when: bool, time_boost: float) -> list[tuple[str, float, tuple[str, ...]]]:
+               window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
+               context_share: float = 0.0) -> list[tuple[str, float, tuple[str, ...]]]:
         """Union of the views' hits on one scale: (1 - beta) * text cos + beta * BM25n over the
-        union, plus `time_boost` inside a parsed window (scaled down with distance outside it)
-        and half of it for AMUs with their own time words on "when" questions."""
+        union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
+        parsed window (scaled down with distance outside it) and half of it for AMUs with their
+        own time words on "when" questions."""
         views_of: dict[str, list[str]] = {}
         for v, hits in found.items():
             for s in hits:
@@ -393,7 +399,8 @@ class SpaceIndex:
             return []
         keys = list(views_of)
         rows = np.array([self.row_of[a] for a in keys])
-        score, _ = hybrid(self.rows["text"][rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), beta)
+        score, _ = contextual(self.rows["text"][rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), keys, context,
+                              context_share, beta)
         if window is not None and window.kind not in ("first", "latest"):
             lo, hi = window.start.timestamp(), window.end.timestamp()
             t = self.rows["time"][rows]

@@ -12,30 +12,57 @@ from .fallback import TurnIndex, confidence, with_fallback
 from .retriever import SpaceIndex
 
 
+def turn_context(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.ndarray, cfg):
+    """AMU ids -> their (first) source turns' context scores (`TurnIndex.context`) for this
+    query, computed once per turn (the beams and the merge ask for the same turns), or None
+    when `cfg.context_share` is 0."""
+    if cfg.context_share <= 0 or not len(turns):
+        return None
+    q_ids = turns.query_ids(query)
+    amu_of = index.amu_of
+    known: dict[str, tuple[float, float]] = {}
+
+    def context(amu_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        wanted = [amu_of[a].source_turn_ids[0] for a in amu_ids]
+        new = list(dict.fromkeys(t for t in wanted if t not in known))
+        if new:
+            dense, lexical = turns.context(new, q_text, q_ids, prev=cfg.context_prev, after=cfg.context_next,
+                                           lexical_prev=cfg.context_lexical_prev)
+            known.update(zip(new, zip(dense.tolist(), lexical.tolist())))
+        pairs = np.array([known[t] for t in wanted], np.float32).reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1]
+    return context
+
+
 def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
                  cfg, space: str, *, now: datetime | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
                  pending: int = 0) -> SearchResult:
     """Best `k` hits for the query (q_text: (d_t,), q_affect: (d_a,) float32 unit vectors).
 
-    `k` is shared across `views` by `routing` (default `cfg.routing`); when `fallback` is on and
-    the retrieval confidence is below `cfg.fallback_threshold` (or nothing was found), raw turns
-    are fused in (`with_fallback`). `pending` (turns stored but not yet extracted) is reported
-    in the result, never processed here.
+    A budget of max(k, `cfg.route_budget`) units is shared across `views` by `routing` (default
+    `cfg.routing`), searched and ranked; when `fallback` is on and the retrieval confidence is
+    below `cfg.fallback_threshold` (or nothing was found), raw turns are fused in
+    (`with_fallback`); then the list is cut to `k`. Nothing before the cut depends on `k` (up
+    to the budget), so a smaller `k` gives a prefix of a larger one. `pending` (turns stored but
+    not yet extracted) is reported in the result, never processed here.
     """
-    result = index.search(query, q_text, q_affect, k, beam=cfg.beam_width, beta=cfg.bm25_weight,
+    budget = max(k, cfg.route_budget)
+    result = index.search(query, q_text, q_affect, budget, beam=cfg.beam_width, beta=cfg.bm25_weight,
                           routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
                           views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
-                          trace=trace)
+                          trace=trace, context=turn_context(index, turns, query, q_text, cfg),
+                          context_share=cfg.context_share)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
-            for a, s, v in result.ranked[:k]]
+            for a, s, v in result.ranked[:budget]]
     used, conf = False, None
     if fallback:
         conf, found = confidence(hits, turns, query, q_text, cfg)
         used = conf < cfg.fallback_threshold
         if used:
-            hits = with_fallback(hits, turns, query, q_text, k, cfg, space, found)
+            hits = with_fallback(hits, turns, query, q_text, budget, cfg, space, found)
+    hits = hits[:k]
     window = None if result.window is None else (result.window.start, result.window.end)
     return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
                         entropies=result.routing.entropies, window=window, fallback_used=used, confidence=conf,

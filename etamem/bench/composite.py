@@ -1,0 +1,90 @@
+"""Retrieval over views taken from two stores of one space (the `shared-affect` system).
+
+The paper's Shared Affect variant keys both semantic views by the affective embedding and
+leaves the Time view unchanged. `Memory` keys the Event tree and the Time forest by the same
+text vectors, so the runner builds the `shared_affect` store (text encoder = the affective
+embedding: its Event and Affect trees are what the variant needs) and reads the Time view,
+the merge scoring over the union, the AMU BM25 and the raw-turn fallback from the `amu` store
+(text-keyed, unchanged). Both stores hold the same units (same extractor, same ids).
+
+Routing is one entropy routing over the three views, each view's query vector being the one
+its keys need (affective for Event and Affect, text for Time); each view is then searched in
+its own store with its routed budget (`SpaceIndex.search` on that view alone: the whole
+budget goes to it), and the union is merged on the `amu` store's scale exactly as
+`SpaceIndex.search` merges, then `search_space` applies the raw-turn fallback policy.
+
+This reads private parts of the engine (`Memory._space`, `Memory._known_space`,
+`Memory._encode_query`, `SpaceIndex._merge`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
+the Event tree ("text" | "affect"), read by `SpaceViews.add` / `load`, `SpaceIndex` (the Event
+hierarchy's vector column, its routing index's dimension, the Event query vector) and
+`Memory.retrieve` (tag the query when the Event view needs it); one store would then hold the
+variant.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from ..retrieval import RetrievalResult, Scored, SpaceIndex, route, search_space
+from ..retrieval.retriever import top_similarities
+from ..retrieval.temporal import is_when_question, parse_time_window
+from ..timeparse import parse_timestamp
+from ..types import SearchResult
+
+SEMANTIC_VIEWS = ("event", "affect")
+
+
+class SplitIndex:
+    """A `SpaceIndex` look-alike for `search_space`: Event and Affect from `semantic` (whose text
+    vectors are affective), Time, the AMU rows and the merge from `base`."""
+
+    def __init__(self, semantic: SpaceIndex, base: SpaceIndex):
+        missing = set(semantic.amu_of) ^ set(base.amu_of)
+        if missing:
+            raise ValueError(f"the two stores hold different units ({len(missing)} ids differ, e.g. "
+                             f"{sorted(missing)[:3]}); build both with the same extractor")
+        self.semantic, self.base = semantic, base
+        self.amu_of = base.amu_of
+
+    def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
+               routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
+               views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
+               routing_candidates: int = 256, trace: bool = False, context=None,
+               context_share: float = 0.0) -> RetrievalResult:
+        """Route `k` across `views`, search each in its store, merge on the base store's scale
+        (`context`, `context_share`: the turn-context scoring, as in `SpaceIndex.search`)."""
+        source = {v: self.semantic if v in SEMANTIC_VIEWS else self.base for v in views}
+        qv = {v: q_affect if v in SEMANTIC_VIEWS else q_text for v in views}
+        sims = {v: top_similarities(source[v].routing[v], qv[v], top=routing_candidates) for v in views}
+        plan = route(sims, k, mode=routing, temperature=temperature)
+        found: dict[str, list[Scored]] = {}
+        for v in views:
+            budget = plan.budgets.get(v, 0)
+            if not budget:
+                found[v] = []
+                continue
+            one = source[v].search(query, qv[v], q_affect, budget, beam=beam, beta=beta, routing=routing,
+                                   temperature=temperature, now=now, views=(v,), time_boost=time_boost,
+                                   routing_candidates=routing_candidates, context=context,
+                                   context_share=context_share)
+            found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
+        window = parse_time_window(query, now)
+        ranked = self.base._merge(found, q_text, self.base.amu_lex.query_ids(query), beta, window,
+                                  is_when_question(query), time_boost, context, context_share)
+        return RetrievalResult(ranked, plan, window)
+
+
+def split_retrieve(semantic_mem, base_mem, query: str, space: str, *, top_k: int, now: str | None,
+                   views: tuple[str, ...], routing: str | None, fallback: bool, config) -> SearchResult:
+    """`Memory.retrieve` for a `SplitIndex` over the two Memories' live spaces (`config`: the
+    settings of this search; the raw-turn fallback searches the base store's turns)."""
+    when = None if now is None else parse_timestamp(now, config.default_timezone, field="now")
+    sem_live = semantic_mem._space(semantic_mem._known_space(space))
+    base_live = base_mem._space(base_mem._known_space(space))
+    q_text = base_mem._encode_query(query)
+    q_affect = base_mem.affect_tagger.tag([query]).embeddings[0]
+    with sem_live.rw.read(), base_live.rw.read():
+        index = SplitIndex(sem_live.index, base_live.index)
+        return search_space(index, base_live.turns, query, q_text, q_affect, top_k, config, base_live.name,
+                            now=when, views=views, routing=routing, fallback=fallback)

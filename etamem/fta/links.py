@@ -1,0 +1,439 @@
+"""Relation links between FTA units and their lifecycle (FTA-Mem; DESIGN §10.4).
+
+For each new unit, the nearest older units (by dialogue time) of the space are found by the
+cosine of their fact texts: the `top_m` most similar at or above `floor` that share a
+participant. Each pair is classified, from the new unit to the older one, as
+
+    same_episode_as | updates | contradicts | followup_of | supports | none
+
+by offline rules (`classify_pair`) or by the LLM (`LLMLinkClassifier`, rules on an unusable
+reply). A link is stored once with its direction and read from both ends (`UnitGraph.links_of`
+shows "updated_by", "contradicted_by", ... at the older end). Lifecycle: the older unit of an
+`updates` link becomes `superseded`, of a `contradicts` link `contradicted` (the latest such
+link decides); both stay stored and retrievable. `history(unit_id)` is the unit's chain of
+versions (units joined by updates / contradicts / followup_of links), oldest to newest.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ..extraction import prompt_datetime
+from ..llm import LLMError, LLMUnavailable
+from ..prompts_io import load_prompt, render_prompt
+from . import rules
+from .units import FTAUnit, retrieval_text
+
+logger = logging.getLogger(__name__)
+
+RELATIONS = ("same_episode_as", "updates", "contradicts", "followup_of", "supports")
+INVERSE = {"same_episode_as": "same_episode_as", "updates": "updated_by", "contradicts": "contradicted_by",
+           "followup_of": "followed_up_by", "supports": "supported_by"}
+LIFECYCLE = {"updates": "superseded", "contradicts": "contradicted"}
+HISTORY_RELATIONS = ("updates", "contradicts", "followup_of")
+CONFIDENCE_WORDS = {"low": 0.3, "medium": 0.6, "high": 0.9}
+
+
+@dataclass(frozen=True)
+class Link:
+    """A relation from the newer unit `source` to the older unit `target`, with a confidence in [0, 1]."""
+
+    source: str
+    target: str
+    relation: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """A link seen from one unit: the other unit, the relation read from this side ("updates"
+    when this unit is the newer one, "updated_by" when it is the older), the confidence."""
+
+    unit_id: str
+    relation: str
+    confidence: float
+    outgoing: bool
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """An older unit proposed for linking, with its cosine to the new unit."""
+
+    unit: FTAUnit
+    similarity: float
+
+
+class LinkClassifier(Protocol):
+    """`classify(new, neighbours) -> [(older unit id, relation, confidence)]` (relations in
+    RELATIONS; pairs without a relation are left out)."""
+
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]: ...
+
+
+# --- candidates ----------------------------------------------------------------------------
+def shares_participant(a: FTAUnit, b: FTAUnit) -> bool:
+    """True when the units share a participant (or either names none)."""
+    pa = {p.lower() for p in a.participants}
+    pb = {p.lower() for p in b.participants}
+    return not pa or not pb or bool(pa & pb)
+
+
+def nearest_older(unit: FTAUnit, vector: np.ndarray, pool: Sequence[FTAUnit], vectors: np.ndarray, *,
+                  top_m: int = 5, floor: float = 0.5, same_participants: bool = True) -> list[Neighbour]:
+    """The `top_m` units of `pool` (all older than `unit`; `vectors` their unit rows) whose cosine
+    to `vector` is at least `floor`, most similar first (ties: the newer first), sharing a
+    participant when `same_participants`."""
+    if not len(pool):
+        return []
+    sims = np.asarray(vectors, np.float32) @ np.asarray(vector, np.float32)
+    above = np.nonzero(sims >= floor)[0]
+    out = []
+    for i in sorted(above.tolist(), key=lambda i: (-float(sims[i]), -i)):
+        if len(out) >= top_m:
+            break
+        if same_participants and not shares_participant(unit, pool[i]):
+            continue
+        out.append(Neighbour(pool[i], round(float(sims[i]), 4)))
+    return out
+
+
+# --- rule classification -----------------------------------------------------------------------
+_NEG = re.compile(r"\b(?:not|no|never|nobody|nothing|neither|nor|none|cannot|\w+n't|dont|doesnt|didnt|isnt|wasnt"
+                  r"|arent|werent|cant|wont|hasnt|havent|hadnt|couldnt|wouldnt|shouldnt)\b", re.IGNORECASE)
+_LIKE = re.compile(r"\b(?:like[sd]?|lov(?:e|es|ed)|enjoy(?:s|ed)?|prefer(?:s|red)?|fond)\b", re.IGNORECASE)
+_DISLIKE = re.compile(r"\b(?:hat(?:e|es|ed)|dislik(?:e|es|ed)|detest(?:s|ed)?|can't stand)\b", re.IGNORECASE)
+_FILLER = {"now", "currently", "still", "also", "actually", "really", "just", "recently", "lately", "anymore",
+           "already", "these", "days", "nowadays", "then"}
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_STATE_PREDICATE = {"is", "are", "was", "lives", "live", "works", "work", "has", "have", "owns", "drives", "uses",
+                    "studies", "prefers", "likes", "loves", "favorite", "favourite", "'s", "name", "named", "age",
+                    "weighs", "earns", "called", "living", "working", "job", "home", "address", "plays", "teaches",
+                    "feels", "feel"}
+# the shared prefix must stop right before a value: after a predicate or a preposition / article
+_VALUE_SLOT = _STATE_PREDICATE | {"in", "at", "to", "for", "as", "a", "an", "the", "of", "with", "from", "by"}
+_MAX_VALUE = 6  # tokens of each differing tail ("a bakery", "2 dogs", "Seattle")
+_SAID = re.compile(r"^[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)? said: ")
+
+
+def link_text(unit: FTAUnit) -> str:
+    """The text compared for linking: the fact without a leading "<speaker> said: " (shared by
+    every attributed statement of a speaker, it would make them all look alike)."""
+    return _SAID.sub("", unit.text, count=1)
+
+
+def _negated(text: str) -> bool:
+    return len(_NEG.findall(text.replace("\u2019", "'"))) % 2 == 1
+
+
+def _attitude(text: str) -> int:
+    """+1 likes, -1 dislikes, 0 neither; a negation flips it ("doesn't like" = -1)."""
+    t = text.replace("\u2019", "'")
+    sign = 1 if _LIKE.search(t) else -1 if _DISLIKE.search(t) else 0
+    return -sign if sign and _negated(t) else sign
+
+
+def _tokens(text: str) -> list[str]:
+    words = _WORD.findall(text.lower().replace("\u2019", "'"))
+    out = []
+    for w in words:
+        if w.endswith("'s") and len(w) > 2:
+            out.extend([w[:-2], "'s"])
+        elif w not in _FILLER:
+            out.append(w)
+    return out
+
+
+def _same_attribute_new_value(old: str, new: str) -> bool:
+    """True when the texts share a subject-and-predicate prefix ("caroline lives in") with a
+    state-like predicate, and then say different things."""
+    a, b = _tokens(old), _tokens(new)
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    if k < 2 or k == len(a) or k == len(b) or a[k - 1] not in _VALUE_SLOT:
+        return False
+    if not any(w in _STATE_PREDICATE for w in a[:k]) or max(len(a), len(b)) - k > _MAX_VALUE:
+        return False
+    return set(rules.topic_stems(" ".join(a[k:]))) != set(rules.topic_stems(" ".join(b[k:]))) or \
+        [w for w in a[k:] if w.isdigit()] != [w for w in b[k:] if w.isdigit()]
+
+
+def _topic_without_stance(text: str, names: frozenset[str]) -> set[str]:
+    """Topic stems once negations and like/dislike words are taken out (what the text is about,
+    not the stance it takes)."""
+    t = text.replace("\u2019", "'")
+    for pattern in (_NEG, _LIKE, _DISLIKE):
+        t = pattern.sub(" ", t)
+    return rules.topic_stems(t, names)
+
+
+def _overlap(x: set[str], y: set[str]) -> float:
+    """|x & y| / min(|x|, |y|): 1.0 when one text's topic words are all in the other."""
+    return len(x & y) / min(len(x), len(y)) if x and y else 0.0
+
+
+def _is_event(unit: FTAUnit) -> bool:
+    return unit.content_type in ("event", "relationship_event") and unit.time.orientation in ("past", "mixed")
+
+
+def _is_plan(unit: FTAUnit) -> bool:
+    return unit.content_type == "homework_or_plan" or unit.time.orientation == "future"
+
+
+def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: float = 0.6, same_episode: float = 0.8,
+                  supports: float = 0.85) -> tuple[str, float] | None:
+    """Offline relation from `new` to the older `old`, with a confidence; None for no link.
+
+    contradicts and updates only between statements of the same speaker (no question-answer
+    unit, no plan) with cosine >= `strict`. In order: contradicts (the topic words of one are
+    (mostly) in the other once stance words are taken out, and one is negated or likes what the
+    other dislikes);
+    updates (same subject and state-like predicate up to a value slot, a different short value;
+    neither a past event nor a plan); followup_of (the older is a plan, the newer a later
+    past/present report about the same things);
+    same_episode_as (same session, cosine >= `same_episode`); supports (cosine >= `supports`)."""
+    names = frozenset(p.lower() for p in new.participants + old.participants)
+    sn, so = rules.topic_stems(new.text, names), rules.topic_stems(old.text, names)
+    overlap = _overlap(_topic_without_stance(new.text, names), _topic_without_stance(old.text, names))
+    conf = round(0.5 + 0.5 * max(0.0, min(1.0, similarity)), 3)
+    # a state change or a denial: said by the same person about the same thing, no question in it
+    own_statement = (new.speaker == old.speaker and similarity >= strict and " asked: " not in new.text
+                     and " asked: " not in old.text and not (_is_plan(new) or _is_plan(old)))
+    if own_statement and overlap >= 0.5:
+        att_n, att_o = _attitude(new.text), _attitude(old.text)
+        if (att_n and att_o and att_n != att_o) or (not (att_n or att_o) and _negated(new.text) != _negated(old.text)):
+            return "contradicts", conf
+    if own_statement and not (_is_event(new) or _is_event(old)) and _same_attribute_new_value(old.text, new.text):
+        return "updates", conf
+    if old.content_type == "homework_or_plan" and not _is_plan(new) \
+            and new.time.orientation in ("past", "present", "mixed") and new.dialogue_time >= old.dialogue_time \
+            and _overlap(sn, so) >= 0.5:
+        return "followup_of", conf
+    if new.session_id == old.session_id and similarity >= same_episode:
+        return "same_episode_as", round(similarity, 3)
+    if similarity >= supports and new.affect.label == old.affect.label:
+        return "supports", round(similarity, 3)
+    return None
+
+
+class RuleLinkClassifier:
+    """`classify_pair` over each neighbour (thresholds configurable)."""
+
+    def __init__(self, *, strict: float = 0.6, same_episode: float = 0.8, supports: float = 0.85) -> None:
+        self.strict = strict
+        self.same_episode = same_episode
+        self.supports = supports
+
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]:
+        out = []
+        for nb in neighbours:
+            got = classify_pair(new, nb.unit, nb.similarity, strict=self.strict, same_episode=self.same_episode,
+                                supports=self.supports)
+            if got is not None and nb.unit.unit_id is not None:
+                out.append((nb.unit.unit_id, got[0], got[1]))
+        return out
+
+
+# --- LLM classification ------------------------------------------------------------------------
+def _confidence(value: Any) -> float:
+    if isinstance(value, str):
+        return CONFIDENCE_WORDS.get(value.strip().lower(), 0.5)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return max(0.0, min(1.0, float(value)))
+    return 0.5
+
+
+def parse_link_reply(reply: Any, ids: Sequence[str]) -> list[tuple[str, str, float]]:
+    """(id, relation, confidence) from a `{"links": [{"id", "relation", "confidence"}]}` reply;
+    ValueError when it is not of that form or names an id that was not offered. Relations
+    outside RELATIONS ("none", "unknown", ...) mean no link."""
+    items = reply.get("links") if isinstance(reply, dict) else reply
+    if not isinstance(items, list):
+        raise ValueError('expected {"links": [{"id": ..., "relation": ..., "confidence": ...}]}')
+    offered = set(ids)
+    out: list[tuple[str, str, float]] = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise ValueError(f"link item must be an object with a string id, got {item!r}")
+        if item["id"] not in offered:
+            raise ValueError(f"link names {item['id']!r}, which is not one of the candidates")
+        rel = item.get("relation")
+        rel = rel.strip().lower() if isinstance(rel, str) else ""
+        if rel in RELATIONS:
+            out.append((item["id"], rel, _confidence(item.get("confidence"))))
+    return out
+
+
+class LLMLinkClassifier:
+    """One LLM call per new unit that has neighbours (prompt `fta_link`, stage "fta_link"). An
+    unusable reply falls back to the rules for that unit (`stats["fallback_units"]`); no reply
+    (`LLMUnavailable`) propagates."""
+
+    STAGE = "fta_link"
+
+    def __init__(self, llm: Any, fallback: LinkClassifier | None = None, *, temperature: float | None = None,
+                 prompt: str = "fta_link") -> None:
+        self.llm = llm
+        self.fallback = fallback if fallback is not None else RuleLinkClassifier()
+        self.temperature = temperature
+        self.prompt = prompt
+        load_prompt(prompt)
+        self._lock = threading.Lock()
+        self._stats = {"units": 0, "llm_units": 0, "fallback_units": 0}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._stats)
+
+    def build_messages(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[dict[str, str]]:
+        cands = "\n".join(f"- {nb.unit.unit_id} (said {prompt_datetime(nb.unit.dialogue_time)}, "
+                          f"status {nb.unit.status}): {retrieval_text(nb.unit)}" for nb in neighbours)
+        text = render_prompt(self.prompt, new_id=new.unit_id or "new", new_date=prompt_datetime(new.dialogue_time),
+                             new_unit=retrieval_text(new), candidates=cands)
+        return [{"role": "user", "content": text}]
+
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]:
+        if not neighbours:
+            return []
+        ids = [nb.unit.unit_id for nb in neighbours if nb.unit.unit_id is not None]
+        params = {} if self.temperature is None else {"temperature": self.temperature}
+        try:
+            out = self.llm.complete_json(self.build_messages(new, neighbours), stage=self.STAGE,
+                                         validate=lambda r: parse_link_reply(r, ids), **params)
+            if not (isinstance(out, list) and all(isinstance(x, tuple) for x in out)):
+                out = parse_link_reply(out, ids)
+        except LLMUnavailable:
+            raise
+        except (LLMError, ValueError) as exc:
+            logger.warning("fta links: unusable LLM reply for unit %s (%s); rule classifier", new.unit_id, exc)
+            with self._lock:
+                self._stats["units"] += 1
+                self._stats["fallback_units"] += 1
+            return self.fallback.classify(new, neighbours)
+        with self._lock:
+            self._stats["units"] += 1
+            self._stats["llm_units"] += 1
+        return out
+
+
+# --- lifecycle and history ---------------------------------------------------------------------
+def apply_lifecycle(units: dict[str, FTAUnit], link: Link) -> None:
+    """Mark the older unit of an updates / contradicts link superseded / contradicted (in place)."""
+    status = LIFECYCLE.get(link.relation)
+    old = units.get(link.target)
+    if status is not None and old is not None:
+        units[link.target] = replace(old, status=status)
+
+
+def history(unit_id: str, units: dict[str, FTAUnit], links: Iterable[Link],
+            relations: Sequence[str] = HISTORY_RELATIONS) -> list[FTAUnit]:
+    """The units connected to `unit_id` through `relations` links (either direction, any
+    distance), itself included, ordered oldest -> newest (dialogue time, then insertion order)."""
+    if unit_id not in units:
+        raise KeyError(unit_id)
+    adj: dict[str, set[str]] = {}
+    for link in links:
+        if link.relation in relations:
+            adj.setdefault(link.source, set()).add(link.target)
+            adj.setdefault(link.target, set()).add(link.source)
+    seen, todo = {unit_id}, [unit_id]
+    while todo:
+        for other in adj.get(todo.pop(), ()):
+            if other not in seen and other in units:
+                seen.add(other)
+                todo.append(other)
+    order = {uid: i for i, uid in enumerate(units)}
+    return [units[u] for u in sorted(seen, key=lambda u: (units[u].dialogue_time, order[u]))]
+
+
+class UnitGraph:
+    """Finalised units of one space with their vectors and links.
+
+    `add(units)` stores units in order; each is linked to its nearest older units (by dialogue
+    time; ties: stored earlier) via `classifier` (rules by default), links are stored once and
+    indexed at both ends, and the lifecycle is applied. `encoder.encode(texts)` gives unit rows
+    of the fact texts (`link_text`)."""
+
+    def __init__(self, encoder: Any, classifier: LinkClassifier | None = None, *, top_m: int = 5,
+                 floor: float = 0.5, same_participants: bool = True) -> None:
+        self.encoder = encoder
+        self.classifier = classifier if classifier is not None else RuleLinkClassifier()
+        self.top_m = top_m
+        self.floor = floor
+        self.same_participants = same_participants
+        self.units: dict[str, FTAUnit] = {}
+        self.links: list[Link] = []
+        self._ids: list[str] = []  # row order of `_matrix`
+        self._matrix = np.zeros((0, 0), np.float32)  # grows by doubling; rows 0..len(_ids)-1 are used
+        self._by_unit: dict[str, list[Link]] = {}
+
+    def _append_row(self, uid: str, vec: np.ndarray) -> None:
+        n = len(self._ids)
+        if self._matrix.shape[1] != len(vec):
+            if n:
+                raise ValueError(f"encoder dimension changed: {self._matrix.shape[1]} -> {len(vec)}")
+            self._matrix = np.zeros((16, len(vec)), np.float32)
+        if n == len(self._matrix):
+            self._matrix = np.concatenate([self._matrix, np.zeros_like(self._matrix)])
+        self._matrix[n] = vec
+        self._ids.append(uid)
+
+    def add(self, units: Sequence[FTAUnit]) -> list[Link]:
+        """Store and link `units` (each must have a unit_id not yet stored); the new links."""
+        units = list(units)
+        for u in units:
+            if u.unit_id is None:
+                raise ValueError("only finalised units (with a unit_id) can be linked")
+            if u.unit_id in self.units:
+                raise ValueError(f"unit {u.unit_id} is already stored")
+        if not units:
+            return []
+        vectors = np.asarray(self.encoder.encode([link_text(u) for u in units]), np.float32)
+        new_links: list[Link] = []
+        for unit, vec in zip(units, vectors):
+            older = [i for i, uid in enumerate(self._ids) if self.units[uid].dialogue_time <= unit.dialogue_time]
+            pool = [self.units[self._ids[i]] for i in older]
+            rows = self._matrix[older] if older else np.zeros((0, len(vec)), np.float32)
+            neighbours = nearest_older(unit, vec, pool, rows, top_m=self.top_m, floor=self.floor,
+                                       same_participants=self.same_participants)
+            self.units[unit.unit_id] = unit
+            self._append_row(unit.unit_id, vec)
+            for target, relation, confidence in self.classifier.classify(unit, neighbours):
+                if relation not in RELATIONS or target == unit.unit_id or target not in self.units:
+                    continue
+                link = Link(unit.unit_id, target, relation, float(confidence))
+                self.links.append(link)
+                self._by_unit.setdefault(link.source, []).append(link)
+                self._by_unit.setdefault(link.target, []).append(link)
+                apply_lifecycle(self.units, link)
+                new_links.append(link)
+        return new_links
+
+    def get(self, unit_id: str) -> FTAUnit:
+        return self.units[unit_id]
+
+    def links_of(self, unit_id: str) -> list[LinkEnd]:
+        """Every link touching `unit_id`, read from its side, in the order they were made."""
+        out = []
+        for link in self._by_unit.get(unit_id, []):
+            if link.source == unit_id:
+                out.append(LinkEnd(link.target, link.relation, link.confidence, True))
+            else:
+                out.append(LinkEnd(link.source, INVERSE[link.relation], link.confidence, False))
+        return out
+
+    def history(self, unit_id: str, relations: Sequence[str] = HISTORY_RELATIONS) -> list[FTAUnit]:
+        """`history` over this graph's units and links (oldest -> newest)."""
+        return history(unit_id, self.units, self.links, relations)
+
+
+__all__ = ["CONFIDENCE_WORDS", "HISTORY_RELATIONS", "INVERSE", "LIFECYCLE", "LLMLinkClassifier", "Link",
+           "LinkClassifier",
+           "LinkEnd", "Neighbour", "RELATIONS", "RuleLinkClassifier", "UnitGraph", "apply_lifecycle", "classify_pair",
+           "history", "link_text", "nearest_older", "parse_link_reply", "shares_participant"]
