@@ -107,7 +107,10 @@ def test_agent_loop_generator_copies_are_renamed_redated_and_consecutive():
         seen_ids |= ids
         clean = normalise_turns(turns, "s", default_tz="UTC")
         texts = {u for i, t in enumerate(clean) for u in RuleExtractor().extract(t, clean[max(0, i - 4):i])}
-        assert texts and not texts & seen_texts  # every AMU text differs from the earlier copies'
+        # every AMU about a person differs from the earlier copies' (the generator renames people, not
+        # places or pets: a kept short question such as "Is Pixel still hiding?" is the same in every copy)
+        texts = {u for u in texts if any(n in u for n in c.names.values())}
+        assert texts and not texts & seen_texts
         assert not {f"{t['speaker']}: {t['text']}" for t in turns} & seen_texts
         seen_texts |= texts | {f"{t['speaker']}: {t['text']}" for t in turns}
     assert not set(cs[0].names.values()) & set(cs[1].names.values())  # consecutive copies share no name

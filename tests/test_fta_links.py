@@ -140,10 +140,10 @@ def test_rule_extraction_end_to_end_across_two_sessions(minilm):
     g.add([u for u in units if u.session_id == "D1"])
     g.add([u for u in units if u.session_id == "D2"])
     by_text = {u.text: u for u in g.units.values()}
-    assert by_text["Caroline live in Boston with Caroline's roommate."].status == "superseded"
-    assert by_text["Caroline love jazz, Caroline listen to it every evening."].status == "contradicted"
-    seattle = by_text["Caroline live in Seattle with Caroline's sister."]
-    assert [u.text for u in g.history(seattle.unit_id)][0].startswith("Caroline live in Boston")
+    assert by_text["Caroline lives in Boston with Caroline's roommate."].status == "superseded"
+    assert by_text["Caroline loves jazz, Caroline listens to it every evening."].status == "contradicted"
+    seattle = by_text["Caroline lives in Seattle with Caroline's sister."]
+    assert [u.text for u in g.history(seattle.unit_id)][0].startswith("Caroline lives in Boston")
 
 
 # --- LLM classifier --------------------------------------------------------------------------

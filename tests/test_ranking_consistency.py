@@ -49,10 +49,11 @@ def test_search_top_k_is_a_prefix_on_a_locomo_conversation(minilm, tmp_path, loc
         _assert_prefixes(mem, conv.space, qs)
 
 
-def test_prefix_holds_when_the_fallback_fires(minilm, tmp_path):
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_prefix_holds_when_the_fallback_fires(minilm, tmp_path, fusion):
     """The fallback decides and fuses on the whole routed list, before the cut."""
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
-    cfg = Config(fallback_threshold=2.0)  # always fuse
+    cfg = Config(fallback_threshold=2.0, fallback_fusion=fusion)  # always fuse
     with Memory(tmp_path / "s", cfg, text_encoder=minilm) as mem:
         mem.add(doc["turns"], space=doc["space"])
         res = mem.retrieve(doc["questions"][0]["question"], doc["space"], top_k=12)
@@ -125,3 +126,18 @@ def test_contextual_score_formula():
         plain = contextual(cos, bm, ids, ctx, share, 0.2)[0]
         np.testing.assert_allclose(plain, hybrid(cos, bm, 0.2)[0])
 
+
+
+def test_demo_questions_find_their_evidence_first(minilm, tmp_path):
+    """What a new user sees first: every demo question's first hit comes from a turn that holds
+    its answer (the JSON names those turns), and the cat's name is in the first hit's turn."""
+    doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
+    with Memory(tmp_path / "s", Config(top_k=10), text_encoder=minilm) as mem:
+        for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
+            mem.add(list(session), space=doc["space"])
+        text = {t["turn_id"]: t["text"] for t in doc["turns"]}
+        for q in doc["questions"]:
+            first = mem.answer(q["question"], space=doc["space"], now=q["now"]).hits[0]
+            assert first.source_turn_ids[0] in q["evidence"], (q["question"], first.source_turn_ids)
+        cat = mem.search(doc["questions"][0]["question"], doc["space"], now=doc["questions"][0]["now"])[0]
+        assert "Pixel" in text[cat.source_turn_ids[0]] and "Pixel" in cat.amu.text
