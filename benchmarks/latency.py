@@ -205,7 +205,8 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
                   "ratio_p50": float(np.median(mine) / np.median(theirs))}
     amus = len(mem.list(SPACE))
     mem.close()
-    return {"n": n, "amus": amus, "compare": paired, "store_reused": reused, "build": build, "model_load_s": model_load_s,
+    return {"n": n, "amus": amus, "compare": paired, "store_reused": reused, "build": build,
+            "model_load_s": model_load_s,
             "first_search_ms": first_ms, "queries": len(total), "distinct_queries": len(set(qs[4:])),
             "mean_hits": float(np.mean(hits)) if hits else None,
             "search": percentiles(total), "search_cpu": percentiles(total_cpu), "query_encoding": percentiles(enc),

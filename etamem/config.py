@@ -87,7 +87,7 @@ class Config:
     # k of them, so search(top_k=k) is a prefix of search(top_k=K) for k < K <= route_budget
     route_budget: int = 80
     beam_width: int = 10
-    bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; README "Retrieval")
+    bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; README "Measured here")
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
@@ -97,7 +97,7 @@ class Config:
     # raw-turn fallback (DESIGN §8): used when retrieval confidence is low. "score": confidence =
     # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
     # source turns of the hits that the raw-turn index also ranks in its top `fallback_agreement_k`
-    # (defaults chosen on the LoCoMo dev file: see README "Retrieval" for the threshold sweep)
+    # (defaults chosen on the LoCoMo dev file: see README "Measured here", benchmarks/fallback_gate.py)
     fallback_confidence: str = "agreement"  # "score" | "agreement"
     fallback_threshold: float = 0.3  # confidence below this brings in raw turns
     fallback_agreement_k: int = 10
@@ -107,7 +107,8 @@ class Config:
     time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
     # an AMU is scored with its source turn in context (retrieval/beam.py `contextual`): this share of
     # its dense and BM25 scores comes from the turn, plus the previous and next turns of the session
-    # at these weights (0: the unit's own text only, the paper's scoring). README "Retrieval" has the sweep.
+    # at these weights (0: the unit's own text only, the paper's scoring). Chosen on the LoCoMo dev file:
+    # README "Measured here" has each step's effect.
     context_share: float = 0.5
     context_prev: float = 0.4
     context_next: float = 0.2
@@ -238,8 +239,9 @@ _CHOICES = {
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (
-        "top_k", "route_budget", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size", "candidate_pool",
-        "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max", "summary_delta",
+        "top_k", "route_budget", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size",
+        "candidate_pool", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
+        "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
         "max_turn_chars")},
     **{name: (0, "") for name in (
@@ -252,7 +254,8 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     "insert_batch": (0, " (0: one batch per add() call)"),
 }
 _BETWEEN = {  # field: (low, high), inclusive
-    "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0), "vader_profile_weight": (0.0, 1.0),
+    "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0),
+    "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
     "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
 }
