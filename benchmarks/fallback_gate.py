@@ -86,13 +86,9 @@ def main(argv=None) -> int:
     p.add_argument("--thresholds", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 2.0])
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    from etamem.config import parse_overrides
+
+    overrides = parse_overrides(args.set)
     t0 = time.perf_counter()
     rows = measure(args.file, args.stores, overrides)
     table = sweep(rows, args.thresholds)

@@ -315,12 +315,9 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         sources, info = load_sources(args.data)
         n = args.memory_child
-        compare = {}
-        for k, _, v in (kv.partition("=") for kv in args.compare):
-            try:
-                compare[k] = json.loads(v)
-            except json.JSONDecodeError:  # a bare string
-                compare[k] = v
+        from etamem.config import parse_overrides
+
+        compare = parse_overrides(args.compare)
         row = memory_latency(n, sources=sources, data_info=info, store_dir=Path(args.work) / f"latency-memory-{n}",
                              queries=args.queries, seed=args.seed, log=log_stderr, compare=compare or None)
         print(json.dumps(row), flush=True)
