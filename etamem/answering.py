@@ -27,7 +27,7 @@ def format_source_turns(hits: list[Hit], sources: dict[str, Turn]) -> str:
     ) or "(none)"
 
 
-def _usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, StageCost]:
+def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, StageCost]:
     deltas = {stage: cost - before.get(stage, StageCost()) for stage, cost in after.items()}
     return {stage: d for stage, d in deltas.items() if d != StageCost()}
 
@@ -55,7 +55,7 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
     )
     before = llm.usage()
     text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
-    return Answer(text=text, hits=hits, llm_used=True, cost=_usage_delta(before, llm.usage()))
+    return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))
 
 
 def time_summaries(forest, hits: list[Hit]) -> str:

@@ -285,6 +285,15 @@ def cmd_inspect(args) -> int:
 
     with _memory(args, _existing_store(args.store)) as mem:
         space = ins.resolve_space(mem, args.space)
+        if args.links:
+            from .fta.inspection import link_infos, render_links
+
+            infos = link_infos(mem, space, args.amu)
+            if args.json:
+                print(json.dumps([i.to_dict() for i in infos], indent=1, ensure_ascii=False))
+            else:
+                _console().print(render_links(infos))
+            return 0
         if args.amu:
             data = ins.amu_paths(mem, space, args.amu)
             if args.json:
@@ -394,6 +403,7 @@ def add_inspection_commands(sub, common, stats_parser) -> None:
     i.add_argument("--node", default=None, help="start node id (default: the root)")
     i.add_argument("--members", type=int, default=3, help="AMUs shown per leaf")
     i.add_argument("--amu", default=None, help="show where this AMU sits in each view")
+    i.add_argument("--links", action="store_true", help="FTA relation links of the space (of the --amu unit)")
     i.add_argument("--json", action="store_true")
     common(i)
     i.set_defaults(func=cmd_inspect)

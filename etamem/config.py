@@ -114,6 +114,24 @@ class Config:
     context_next: float = 0.2
     context_lexical_prev: float = 0.4
 
+    # --- method (DESIGN §10) -----------------------------------------------------------
+    # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (DESIGN §5-8);
+    # "fta": FTA-Mem, units scored R = fta_lambda * cos + (1 - fta_lambda) * cue (etamem/fta/engine.py)
+    method: str = "etamem"
+    units: str = "auto"  # what a write builds: "auto" (amu for etamem, fta for fta) | "amu" | "fta"
+    fta_segmentation: str = "bws"  # "bws" (the paper's Algorithm 1) | "fixed" | "session" | "turn-pair"
+    fta_window: int = 20  # BWS window W, in turns
+    fta_detector: str = "auto"  # boundary detector: "auto" (llm when an LLM is configured) | "offline" | "llm"
+    fta_links: bool = True  # relation links between units, with their lifecycle
+    fta_link_top: int = 5  # older units classified per new unit
+    fta_link_floor: float = 0.5  # ... at or above this cosine
+    fta_lambda: float = 0.8  # lambda in R = lambda * cos + (1 - lambda) * cue
+    fta_tau: float = 0.35  # units with R below this are not retrieved
+    fta_cue: bool = True  # False: R = cos (the plain-embedding ablation)
+    fta_neighbours: bool = True  # each hit brings its most confident linked neighbour
+    fta_packet: str = "sections"  # answer context: "sections" (the paper's four) | "flat" (unit list)
+    fta_rewrite: bool = True  # LLM query rewrite before retrieval (no LLM: the query as is)
+
     # --- answering -------------------------------------------------------------
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
@@ -170,12 +188,18 @@ class Config:
         self.m_max_bounds = lo, hi = int(bounds[0]), int(bounds[1])
         if not 2 * self.m_min <= lo <= self.m_max_init <= hi:
             raise ValueError(f"config m_max_bounds={self.m_max_bounds}: need 2*m_min <= low <= m_max_init <= high")
+        if self.method == "fta" and self.units == "amu":
+            raise ValueError("config units='amu' with method='fta': FTA-Mem retrieves FTA units (units 'fta' or 'auto')")
         for name in ("text_encoder", "affect_model"):
             if not getattr(self, name).strip():
                 raise ValueError(f"config {name}='': expected a non-empty string")
         if not _known_timezone(self.default_timezone):
             raise ValueError(f"config default_timezone={self.default_timezone!r}: expected 'UTC' or an IANA time "
                              "zone name such as 'Europe/Paris'")
+
+    def unit_kind(self) -> str:
+        """What a write builds: "amu" or "fta" (`units`, with "auto" following `method`)."""
+        return ("fta" if self.method == "fta" else "amu") if self.units == "auto" else self.units
 
     # --- resolved LLM settings (config first, then environment) ----------------------
     def resolved_llm_model(self) -> str | None:
@@ -236,6 +260,11 @@ _CHOICES = {
     "fallback_fusion": ("score", "rrf"),
     "fallback_confidence": ("score", "agreement"),
     "device": ("auto", "cpu", "cuda"),
+    "method": ("etamem", "fta"),
+    "units": ("auto", "amu", "fta"),
+    "fta_segmentation": ("bws", "fixed", "session", "turn-pair"),
+    "fta_detector": ("auto", "offline", "llm"),
+    "fta_packet": ("sections", "flat"),
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (
@@ -243,12 +272,13 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "candidate_pool", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
         "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
-        "max_turn_chars")},
+        "max_turn_chars", "fta_link_top")},
     **{name: (0, "") for name in (
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev")},
     "b_max": (2, ""),
+    "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),
     "blas_threads": (0, " (0: leave BLAS alone)"),
     "insert_batch": (0, " (0: one batch per add() call)"),
@@ -257,6 +287,7 @@ _BETWEEN = {  # field: (low, high), inclusive
     "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0),
     "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
+    "fta_lambda": (0.0, 1.0), "fta_tau": (-1.0, 1.0), "fta_link_floor": (-1.0, 1.0),
     "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
 }
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false",

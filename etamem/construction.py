@@ -15,6 +15,19 @@ from .retrieval import turn_text
 from .types import AMU, Turn
 
 CONTEXT_TURNS = 4  # earlier turns of the session given to the extractor with each turn
+UNITS_KEY = "units"  # space meta: "amu" | "fta", the kind of units the space's writes build
+
+
+def check_units_kind(store, space: str, kind: str) -> bool:
+    """ValueError when `space` holds the other kind of units than `kind` ("amu" | "fta": one
+    space, one kind); True when the space has not recorded its kind yet (the caller records it)."""
+    recorded = store.get_space_meta(space, UNITS_KEY)
+    if recorded is None and store.count_amus(space):
+        recorded = "amu"  # written before the kind was recorded: AMUs
+    if recorded is not None and recorded != kind:
+        raise ValueError(f"space {space!r} holds {recorded} units and this Memory's config builds {kind} units "
+                         f"(config method / units): open it with units={recorded!r} or use another space")
+    return store.get_space_meta(space, UNITS_KEY) is None
 
 
 def build_units(turns: list[Turn], space: str, extractor, text_encoder, affect_tagger,

@@ -104,16 +104,17 @@ class LiveSpace:
         return True
 
     def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
-                  affect_vecs: np.ndarray) -> None:
-        """Insert the units of `turns` into the views, commit units, turn vectors and changed view
-        rows in one store transaction, then update the indexes (the caller holds the space's write locks)."""
+                  affect_vecs: np.ndarray, extras=None) -> None:
+        """Insert the units of `turns` into the views, commit units, turn vectors, changed view
+        rows and the FTA `extras` (`etamem.store_sql.UnitExtras`) in one store transaction, then
+        update the indexes (the caller holds the space's write locks)."""
         with self.rw.write():
             try:
                 self.views.add(amus, text_vecs, affect_vecs)
                 payload, changes = self.views.pop_changes()
                 store.write_amus(self.name, amus, text_vecs, affect_vecs, [t.turn_id for t in turns],
                                  dims={"text_dim": self.views.event.dim, "affect_dim": self.views.affect.dim},
-                                 turn_vecs=turn_vecs, views=payload)
+                                 turn_vecs=turn_vecs, views=payload, extras=extras)
                 self.generation = store.generation(self.name)
                 self.index.add_amus(amus, text_vecs, affect_vecs)
                 self.index.sync(changes)
@@ -123,7 +124,7 @@ class LiveSpace:
                 raise
 
     def forget(self, store, amu_ids: list[str], dropped_turns: list[str], rewritten: list[Turn],
-               rewritten_vecs: np.ndarray, cache_keys: list[str]) -> int:
+               rewritten_vecs: np.ndarray, cache_keys: list[str], extras=None) -> int:
         """Remove units from the views (summaries above them recomputed), the indexes and the
         store; drop turns, or replace them by `rewritten` (same ids, redacted text) with their new
         `turn_text` vectors (n, d); and the vector-cache rows of `cache_keys`: one transaction
@@ -134,7 +135,7 @@ class LiveSpace:
                 payload, changes = self.views.pop_changes()
                 turns = {t: None for t in dropped_turns}
                 turns.update({t.turn_id: (t.text, t.extra, v) for t, v in zip(rewritten, rewritten_vecs)})
-                gone = store.forget(self.name, amu_ids, turns, views=payload, cache_keys=cache_keys)
+                gone = store.forget(self.name, amu_ids, turns, views=payload, cache_keys=cache_keys, extras=extras)
                 self.generation = store.generation(self.name)
                 self.index.remove_amus(amu_ids)
                 self.index.sync(changes)

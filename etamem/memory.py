@@ -67,6 +67,7 @@ class Memory:
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
+        self._fta = None  # etamem.fta.engine.FTABuilder, built on the first FTA write
         self._live: dict[str, LiveSpace] = {}
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
@@ -131,6 +132,16 @@ class Memory:
                     self._extractor = rule
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
+
+    @property
+    def fta(self):
+        """The FTA-Mem construction components (`etamem.fta.engine.FTABuilder`) of this Memory."""
+        with self._lock:
+            if self._fta is None:
+                from .fta.engine import FTABuilder
+
+                self._fta = FTABuilder(self.config, self.text_encoder, self.affect_tagger, self.llm)
+            return self._fta
 
     # --- live spaces ----------------------------------------------------------------------
     @contextmanager
@@ -221,6 +232,9 @@ class Memory:
         limits = {"default_tz": self.config.default_timezone, "max_turn_chars": self.config.max_turn_chars}
         normalise_turns(items, space, **limits)  # bad input fails here, before any lock or store access
         _ = self.text_encoder, self.affect_tagger  # and models that do not match the store's (model identity)
+        from .construction import UNITS_KEY, check_units_kind
+
+        check_units_kind(self.store, space, self.config.unit_kind())  # and a space holding the other kind of units
         with self._writing(space) as live:
             with self._timed("store"):
                 next_seq = self.store.next_turn_seq(space)
@@ -229,6 +243,8 @@ class Memory:
                 fresh = [t for t in clean if t.turn_id not in stored]
                 if fresh:
                     self.store.insert_turns(fresh, first_seq=next_seq)
+                if check_units_kind(self.store, space, self.config.unit_kind()):
+                    self.store.set_space_meta(space, UNITS_KEY, self.config.unit_kind())
             new = self._process_pending(space, live)
             if len(fresh) == len(clean):
                 return new
@@ -269,7 +285,7 @@ class Memory:
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance); returns their ids."""
         with self._writing(self._known_space(space)) as live:
-            self._process_pending(live.name, live)
+            self._process_pending(live.name, live, complete=set(self.store.open_sessions(live.name)))
             waiting = {t.session_id for t in self.store.turns(live.name, pending_only=True)}  # e.g. LLM down
             open_ids = [s for s in self.store.open_sessions(live.name) if s not in waiting]
             self._end_sessions(live, open_ids)
@@ -286,9 +302,11 @@ class Memory:
     def _summariser(self):
         return None if self.llm is None else LLMSummariser(self.llm)
 
-    def _process_pending(self, space: str, live: LiveSpace) -> list[AMU]:
+    def _process_pending(self, space: str, live: LiveSpace, complete: set[str] = frozenset()) -> list[AMU]:
         """Extract, encode and tag the pending turns session by session, then hand each batch
-        to the live space (the caller holds the space's write locks).
+        to the live space (the caller holds the space's write locks). A session is complete
+        when a later one has pending turns or it is in `complete` (FTA units: the provisional
+        segment of a running session stays pending).
 
         When the LLM gives no reply (`ExtractionUnavailable`: unreachable, timeouts, 429/5xx
         after the client's retries, a rejected request) processing stops at that batch: nothing
@@ -305,7 +323,7 @@ class Memory:
             still_pending = {sid for sid, _ in groups[i:]}
             self._end_sessions(live, [s for s in self.store.open_sessions(space) if s not in still_pending])
             try:
-                new.extend(self._extract_and_store(live, group))
+                new.extend(self._extract_and_store(live, group, i + 1 < len(groups) or session_id in complete))
             except ExtractionUnavailable as exc:
                 with self._lock:
                     self.extraction_stats["unavailable"] = self.extraction_stats.get("unavailable", 0) + 1
@@ -314,13 +332,22 @@ class Memory:
                 break
         return new
 
-    def _extract_and_store(self, live: LiveSpace, turns: list[Turn]) -> list[AMU]:
+    def _extract_and_store(self, live: LiveSpace, turns: list[Turn], complete: bool = True) -> list[AMU]:
         from .construction import build_units
 
-        units, text_vecs, affect_vecs, turn_vecs = build_units(
-            turns, live.name, self.extractor, self.text_encoder, self.affect_tagger, self._timed)
+        extras = None
+        if self.config.unit_kind() == "fta":
+            from .fta.engine import build_and_link
+
+            turns, units, text_vecs, affect_vecs, turn_vecs, extras = build_and_link(
+                self.fta, self.store, live, turns, complete, self.config, self._timed)
+        else:
+            units, text_vecs, affect_vecs, turn_vecs = build_units(
+                turns, live.name, self.extractor, self.text_encoder, self.affect_tagger, self._timed)
+        if not turns:
+            return []
         with self._timed("views"), blas_threads(self.config.blas_threads):
-            live.add_units(self.store, turns, turn_vecs, units, text_vecs, affect_vecs)
+            live.add_units(self.store, turns, turn_vecs, units, text_vecs, affect_vecs, extras)
         with self._lock:
             self.extraction_stats["turns"] += len(turns)
             self.extraction_stats["amus"] += len(units)
@@ -419,9 +446,12 @@ class Memory:
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
+            from .fta.engine import forget_extras
+
+            extras = forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
-                                   plan.cache_keys)
+                                   plan.cache_keys, extras)
             self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
@@ -491,6 +521,8 @@ class Memory:
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
+        if self.config.method == "fta":
+            return self._retrieve_fta(query, space, k, when, trace)
         live = self._space(self._known_space(space))
         q_text = self._encode_query(query)  # models run outside the space's locks
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
@@ -502,6 +534,39 @@ class Memory:
             return search_space(live.index, live.turns, query, q_text, q_affect, k, self.config, live.name,
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
                                 pending=pending)
+
+    def _retrieve_fta(self, query: str, space: str, k: int, when: datetime | None, trace: bool) -> SearchResult:
+        """FTA-Mem retrieval (`etamem.fta.search.search_fta`) after the LLM's query rewrite."""
+        from .fta.packet import rewrite_query
+        from .fta.search import search_fta
+
+        live = self._space(self._known_space(space))
+        if self.store.get_space_meta(live.name, "units") == "amu":
+            raise ValueError(f"space {live.name!r} holds AMUs, not FTA units: search it with method='etamem'")
+        text = rewrite_query(self.llm, query, now=when) if self.llm is not None and self.config.fta_rewrite else query
+        q_vec = self._encode_query(text)  # models run outside the space's locks
+        polarity = self.affect_tagger.tag([query]).polarities[0]
+        pending = self.store.count_pending(live.name)
+        with live.rw.read(), blas_threads(self.config.blas_threads):
+            return search_fta(live, self.store, text, q_vec, k, self.config, now=when, polarity=polarity,
+                              trace=trace, pending=pending)
+
+    def history(self, unit_id: str, space: str = "default") -> list:
+        """The versions of an FTA unit, oldest first: the units joined to it by updates /
+        contradicts / followup_of links (either way, any distance), itself included, each an
+        `etamem.fta.FTAUnit` with its lifecycle status. UnknownIdError when the space holds no
+        FTA unit `unit_id`."""
+        from .fta.engine import unit_history
+
+        return unit_history(self.store, self._known_space(space), unit_id)
+
+    def links(self, space: str = "default", unit_id: str | None = None) -> list:
+        """The FTA relation links of the space (those touching `unit_id`), oldest first, as
+        `etamem.fta.Link` (from the newer unit to the older one, with a confidence)."""
+        from .fta.links import Link
+
+        space = self._known_space(space)
+        return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
                top_k: int | None = None) -> Answer:
@@ -520,6 +585,10 @@ class Memory:
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         result = self.retrieve(question, space=space, top_k=top_k, now=when)
         live = self._space(self._known_space(space))
+        if self.config.method == "fta":
+            from .fta.search import answer_fta
+
+            return answer_fta(question, self.store, live.name, result.hits, self.config, self.llm, when)
         ans = self._compose(question, live.name, result.hits, when)
         if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
             hits = self.with_raw_turns(question, result.hits, space)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
@@ -23,7 +24,8 @@ import numpy as np
 from .types import AMU, Turn
 
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
-FORMAT_VERSION = 3  # 2: view nodes and view states; 3: raw-turn vectors (older stores are upgraded in place)
+FORMAT_VERSION = 4  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links
+# (older stores are upgraded in place: the tables added since are created empty)
 
 # Written in SQLite's types; PostgreSQL maps BLOB, REAL and TEXT to its own (etamem.store_pg).
 _SCHEMA = """
@@ -64,18 +66,38 @@ CREATE TABLE IF NOT EXISTS view_history (
     PRIMARY KEY (space, view, step));
 CREATE TABLE IF NOT EXISTS space_meta (
     space TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (space, key));
+CREATE TABLE IF NOT EXISTS unit_fields (
+    space TEXT NOT NULL, amu_id TEXT NOT NULL, lifecycle TEXT NOT NULL, fields TEXT NOT NULL,
+    PRIMARY KEY (space, amu_id));
+CREATE TABLE IF NOT EXISTS unit_links (
+    space TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL,
+    confidence REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (space, source, target, relation));
+CREATE INDEX IF NOT EXISTS unit_links_target ON unit_links (space, target);
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, spaces TEXT NOT NULL, created TEXT NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
 """
 SPACE_TABLES = ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes", "view_state",
-                "view_history")
+                "view_history", "unit_fields", "unit_links")
 VECTOR_TABLES = {"amu_vectors": ("space", "amu_id", "kind"), "turn_vectors": ("space", "turn_id")}  # -> key columns
 UNIT_KINDS = ("text", "affect")
 
 _AMU_COLUMNS = "amu_id, text, speaker, ts, session_id, source_turn_ids, polarity, polarity_scores, status, space"
 _TURN_COLUMNS = "turn_id, session_id, speaker, text, ts, space, extra"
 _NODE_COLUMNS = "node_id, parent_id, is_leaf, children, members, count, sum, summary, pending, info"
+
+
+@dataclass
+class UnitExtras:
+    """What an FTA write stores beside its units, in the same transaction: `fields` (amu id,
+    lifecycle, fields JSON) of new units, `links` (source, target, relation, confidence),
+    `lifecycle` changes of stored units (amu id -> lifecycle) and space `meta` values (the
+    construction state)."""
+
+    fields: list[tuple[str, str, str]] = field(default_factory=list)
+    links: list[tuple[str, str, str, float]] = field(default_factory=list)
+    lifecycle: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
 
 
 def upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], *, replace: bool = True,
@@ -95,6 +117,8 @@ _ADD_SESSION = upsert("sessions", ("space", "session_id", "first_seq"), ("space"
 _PUT_NODE = upsert("nodes", ("space", "view", *_NODE_COLUMNS.split(", ")), ("space", "view", "node_id"))
 _PUT_VIEW_STATE = upsert("view_state", ("space", "view", "state", "reservoir"), ("space", "view"))
 _PUT_HISTORY = upsert("view_history", ("space", "view", "step", "record"), ("space", "view", "step"))
+_PUT_LINK = upsert("unit_links", ("space", "source", "target", "relation", "confidence", "seq"),
+                   ("space", "source", "target", "relation"))
 _PUT_CACHED = upsert("vector_cache", ("kind", "model", "key", "vector"), ("kind", "model", "key"))
 _BUMP = ("INSERT INTO space_meta (space, key, value) VALUES (?, 'generation', '1') ON CONFLICT (space, key) "
          "DO UPDATE SET value = CAST(CAST(space_meta.value AS BIGINT) + 1 AS TEXT)")
@@ -182,7 +206,7 @@ class SqlStore:
         rows = self._query("SELECT value FROM meta WHERE key='format_version'")
         if not rows:
             self._execute("INSERT INTO meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
-        elif int(rows[0][0]) in (1, 2):  # the tables added since exist now; views and turn vectors are rebuilt on load
+        elif int(rows[0][0]) in (1, 2, 3):  # the tables added since exist now; views and turn vectors are rebuilt on load
             self._execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(rows[0][0]) != FORMAT_VERSION:
             raise ValueError(
@@ -385,11 +409,12 @@ class SqlStore:
     # --- AMUs --------------------------------------------------------------------
     def write_amus(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
                    done_turn_ids: list[str], dims: dict[str, int] | None = None, *,
-                   turn_vecs: np.ndarray | None = None, views: list | None = None) -> None:
+                   turn_vecs: np.ndarray | None = None, views: list | None = None,
+                   extras: UnitExtras | None = None) -> None:
         """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors, mark their turns
         extracted, store the turns' vectors (turn_vecs: (len(done_turn_ids), d_t)), the changed
-        view rows (`views`: a `save_views` payload) and the vector dimensions (`dims`), all in
-        one transaction."""
+        view rows (`views`: a `save_views` payload), the vector dimensions (`dims`) and the FTA
+        `extras` (fields, links, lifecycle changes, construction state), all in one transaction."""
         self._index_dims(text_vecs if amus else None, affect_vecs if amus else None, turn_vecs)
         with self.transaction() as cur:
             self._bump(cur, space)
@@ -408,6 +433,42 @@ class SqlStore:
             self._put_unit_vectors(cur, space, [a.amu_id for a in amus], text_vecs, affect_vecs)
             cur.executemany("UPDATE turns SET extracted=1 WHERE space=? AND turn_id=?",
                             [(space, t) for t in done_turn_ids])
+            if extras is not None:
+                self._write_extras(cur, space, extras)
+
+    def _write_extras(self, cur: Any, space: str, extras: UnitExtras) -> None:
+        cur.executemany("INSERT INTO unit_fields VALUES (?,?,?,?)",
+                        [(space, uid, life, fields) for uid, life, fields in extras.fields])
+        seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM unit_links WHERE space=?",
+                               (space,)).fetchone()[0])
+        cur.executemany(_PUT_LINK,
+                        [(space, a, b, r, float(c), seq0 + i) for i, (a, b, r, c) in enumerate(extras.links)])
+        cur.executemany("UPDATE unit_fields SET lifecycle=? WHERE space=? AND amu_id=?",
+                        [(life, space, uid) for uid, life in extras.lifecycle.items()])
+        for key, value in extras.meta.items():
+            self.set_space_meta(space, key, value, cur=cur)
+
+    def unit_fields(self, space: str, amu_ids: list[str] | None = None) -> dict[str, tuple[str, str]]:
+        """amu id -> (lifecycle, fields JSON) of the space's FTA units (those of `amu_ids`)."""
+        sql, params = "SELECT amu_id, lifecycle, fields FROM unit_fields WHERE space=?", [space]
+        if amu_ids is not None:
+            if not amu_ids:
+                return {}
+            sql += f" AND amu_id IN ({','.join('?' * len(amu_ids))})"
+            params += list(amu_ids)
+        return {r[0]: (r[1], r[2]) for r in self._query(sql, params)}
+
+    def unit_links(self, space: str, amu_ids: list[str] | None = None) -> list[tuple[str, str, str, float]]:
+        """(source, target, relation, confidence) links of the space touching `amu_ids` (all when
+        None), oldest first."""
+        sql, params = "SELECT source, target, relation, confidence FROM unit_links WHERE space=?", [space]
+        if amu_ids is not None:
+            if not amu_ids:
+                return []
+            marks = ",".join("?" * len(amu_ids))
+            sql += f" AND (source IN ({marks}) OR target IN ({marks}))"
+            params += list(amu_ids) * 2
+        return [(r[0], r[1], r[2], float(r[3])) for r in self._query(sql + " ORDER BY seq", params)]
 
     def amus(self, space: str, *, status: str | None = "active", amu_ids: list[str] | None = None) -> list[AMU]:
         sql, params = f"SELECT {_AMU_COLUMNS} FROM amus WHERE space=?", [space]
@@ -463,12 +524,13 @@ class SqlStore:
             raise ValueError(f"k: expected a positive integer, got {k!r}")
 
     def forget(self, space: str, amu_ids: list[str], turns: dict[str, tuple | None], *,
-               views: list | None = None, cache_keys: list[str] = ()) -> int:
+               views: list | None = None, cache_keys: list[str] = (), extras: UnitExtras | None = None) -> int:
         """Remove units and change turns in one transaction: the AMU rows and vectors of
         `amu_ids` go; `turns` maps a turn id to None (the turn, its vector and its session if
         emptied go) or to (text, extra dict, (d,) vector) (the turn is rewritten, e.g. with a
         sentence redacted); the changed view rows (`views`) and the vector-cache rows of
-        `cache_keys` go with them. Returns how many AMU rows went."""
+        `cache_keys` go with them, and the units' FTA fields and links (`extras`: lifecycle
+        changes and construction state written with them). Returns how many AMU rows went."""
         rewritten = [change[2] for change in turns.values() if change is not None]
         self._index_dims(turn_vecs=np.asarray(rewritten) if rewritten else None)
         with self.transaction() as cur:
@@ -480,6 +542,8 @@ class SqlStore:
                 cur.execute("DELETE FROM amus WHERE space=? AND amu_id=?", (space, a))
                 gone += cur.rowcount
                 cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, a))
+                cur.execute("DELETE FROM unit_fields WHERE space=? AND amu_id=?", (space, a))
+                cur.execute("DELETE FROM unit_links WHERE space=? AND (source=? OR target=?)", (space, a, a))
             for t, change in turns.items():
                 if change is None:
                     cur.execute("DELETE FROM turns WHERE space=? AND turn_id=?", (space, t))
@@ -492,6 +556,8 @@ class SqlStore:
             cur.execute("DELETE FROM sessions WHERE space=? AND session_id NOT IN "
                         "(SELECT session_id FROM turns WHERE space=?)", (space, space))
             self._forget_cache(cur, cache_keys)
+            if extras is not None:
+                self._write_extras(cur, space, extras)
         return gone
 
     def replace_vectors(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,

@@ -108,6 +108,13 @@ data.order.forEach(function(v){
   b1.addEventListener("click",function(){setAll(sec,false);});b2.addEventListener("click",function(){setAll(sec,true);});
   document.getElementById("views").appendChild(sec);
 });
+if(data.links&&data.links.length){var ls=el("section","view");ls.id="links";
+  ls.appendChild(el("h2",null,"Relation links"));var lt=el("table");
+  data.links.forEach(function(k){var tr=el("tr");
+    tr.appendChild(el("td",null,k.source_text+" ["+k.source+", "+k.source_status+"]"));
+    tr.appendChild(el("td",null,k.relation+" ("+k.confidence.toFixed(2)+")"));
+    tr.appendChild(el("td",null,k.target_text+" ["+k.target+", "+k.target_status+"]"));lt.appendChild(tr);});
+  ls.appendChild(lt);document.getElementById("views").appendChild(ls);}
 if(opts.node&&labels[opts.node])show(labels[opts.node][0],labels[opts.node][1]);
 document.body.dataset.rendered=String(document.querySelectorAll("li.node").length);
 })();
@@ -115,18 +122,19 @@ document.body.dataset.rendered=String(document.querySelectorAll("li.node").lengt
 """
 
 
-def render_html(stats: SpaceStats, views: dict[str, NodeInfo]) -> str:
-    """The page as a string: data embedded as JSON (with `</` escaped), no external URL."""
+def render_html(stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None) -> str:
+    """The page as a string: data embedded as JSON (with `</` escaped), no external URL; `links`
+    (`etamem.fta.inspection.LinkInfo`s) add a "Relation links" section."""
     data = {"stats": stats.to_dict(), "order": [v for v in VIEWS if v in views],
-            "views": {k: n.to_dict() for k, n in views.items()}}
+            "views": {k: n.to_dict() for k, n in views.items()}, "links": [i.to_dict() for i in links or []]}
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
     title = stats.space.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return PAGE.replace("__TITLE__", title).replace("__DATA__", blob)
 
 
-def write_html(path, stats: SpaceStats, views: dict[str, NodeInfo]) -> Path:
+def write_html(path, stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None) -> Path:
     path = Path(path)
-    atomic_write(path, render_html(stats, views))
+    atomic_write(path, render_html(stats, views, links))
     return path
 
 
@@ -263,8 +271,10 @@ def write_all(mem, space: str, out_dir, *, method: str = "pca", plots: bool = Tr
     """index.html plus (with `plots`) the four PNGs for one space; returns the paths written."""
     stats = space_stats(mem, space)
     views = {v: subtree(mem, stats.space, v) for v in VIEWS}
+    from .fta.inspection import link_infos
+
     out = Path(out_dir)
-    paths = [write_html(out / "index.html", stats, views)]
+    paths = [write_html(out / "index.html", stats, views, link_infos(mem, stats.space))]
     if plots:
         paths += write_plots(out, stats, views, projection(mem, stats.space, method))
     return paths

@@ -269,6 +269,31 @@ def test_locomo_slice_end_to_end(tmp_path, locomo_dev, chat_server, bench_models
         assert qa_s["questions"] == 3 and qa_s["accuracy"]["all"] == 0.0 and qa_s["f1"]["all"] == 0.0
 
 
+def test_locomo_slice_fta_systems(tmp_path, locomo_dev, bench_models):
+    """FTA-Mem stores (one per segmentation mode) and their query-time ablations through the
+    runner, with the paper's Table 6 columns (units, units per turn, build calls and tokens)."""
+    qa = write_locomo_slice(locomo_dev, tmp_path / "locomo_slice.json")
+    out = tmp_path / "out"
+    systems = ["hybrid-turns", "fta", "fta-session", "fta-turn-pair", "fta-no-links", "fta-no-cue",
+               "etamem-over-fta"]
+    opts = BenchOptions("locomo", str(tmp_path / "locomo_slice.json"), out=str(out), systems=systems, no_llm=True)
+    summary = run(opts, **bench_models)
+    n_turns = summary["systems"]["fta"]["cost"]["build_turns"]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    builds = {r["construction"]: r for r in records if r["type"] == "build"}
+    assert set(builds) == {"fta", "fta_session", "fta_turn_pair"}  # ablations at query time share the fta store
+    assert builds["fta"]["turns"] == n_turns and 0 < builds["fta"]["amus"] <= 2 * n_turns
+    assert builds["fta_turn_pair"]["amus"] >= builds["fta_session"]["amus"]
+    for r in (r for r in records if r["type"] == "retrieval"):
+        assert 0 <= r["metrics"]["recall@10"] <= r["metrics"]["recall@20"] <= r["metrics"]["recall@25"] <= 1
+    fta = summary["systems"]["fta"]
+    assert fta["routing"] is None and fta["retrieval"]["metrics"]["recall@25"]["all"] >= 0.5
+    assert summary["systems"]["etamem-over-fta"]["routing"] is not None  # ETAMem's routed views over FTA units
+    report = (out / "report.md").read_text()
+    assert "| units | units/turn |" in report and "FTA-Mem w/o cue (plain embedding)" in report
+    assert len(qa) > 0
+
+
 def test_cli_bench_prints_table_and_wall_time(tmp_path, locomo_dev, monkeypatch, capsys):
     from etamem.cli import main
 

@@ -4,7 +4,7 @@ import pytest
 
 from etamem.encoders import CachedEncoder, text_hash
 from etamem.retrieval.flat import FlatHybridIndex
-from etamem.store import Store
+from etamem.store import FORMAT_VERSION, Store
 
 
 def test_minilm_similar_closer_than_unrelated(minilm):
@@ -72,7 +72,7 @@ def test_store_format_version_is_checked(tmp_path):
     path = tmp_path / "m.sqlite"
     Store(path).close()
     s = Store(path)
-    assert s.get_meta("format_version") == "3"
+    assert s.get_meta("format_version") == str(FORMAT_VERSION)
     s.set_meta("format_version", "999")
     s.close()
     with pytest.raises(ValueError, match="format version 999"):

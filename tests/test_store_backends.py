@@ -23,7 +23,7 @@ from etamem import Memory
 from etamem.affect import VaderAffectTagger
 from etamem.encoders import CachedEncoder
 from etamem.store import open_store, top_cosine
-from etamem.store_sql import SPACE_TABLES
+from etamem.store_sql import FORMAT_VERSION, SPACE_TABLES
 from etamem.types import AMU
 from reliability.rel_common import processes_run
 
@@ -143,7 +143,7 @@ def test_model_identity_is_recorded_and_a_mismatch_refused(target):
     mem.add(turns(), space="ana")
     assert mem.store.models() == {"text_encoder": "hashing-test-encoder", "text_dim": "64",
                                   "affect_tagger": mem.affect_tagger.name, "affect_dim": str(mem.affect_tagger.dim)}
-    assert mem.store.get_meta("format_version") == "3"
+    assert mem.store.get_meta("format_version") == str(FORMAT_VERSION)
     mem.close()
     other = memory(target, dim=32)
     with pytest.raises(ValueError, match=r"text encoder: .*'hashing-test-encoder' \(dim 64\).*\(dim 32\)"):

@@ -10,6 +10,8 @@
 - `UnifiedTagger`: one unified view (paper Table 5) — every AMU labelled neutral (all in the
   Event tree, text embedding: Unified Semantic) or non-neutral (all in the Affect tree,
   affective embedding: Unified Affective);
+- `fta`, `fta_fixed`, `fta_session`, `fta_turn_pair`: FTA-Mem stores (`Config(method="fta")`)
+  segmented by BWS, fixed windows, whole sessions or turn pairs (`FTA_SEGMENTATION`);
 - `CachingExtractor`: per-turn extraction cached by content hash (LongMemEval sessions repeat
   across questions), in an SQLite table; a turn the LLM extractor left to its rule fallback,
   or could not extract (`ExtractionUnavailable`), is not cached.
@@ -27,7 +29,10 @@ import numpy as np
 from ..extraction import Extraction, turn_text
 from ..types import Turn
 
-CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect", "unified_semantic", "unified_affective")
+CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect", "unified_semantic", "unified_affective",
+                 "fta", "fta_fixed", "fta_session", "fta_turn_pair")
+# FTA-Mem stores (Config method "fta"), by segmentation mode (the paper's granularity ablations)
+FTA_SEGMENTATION = {"fta": "bws", "fta_fixed": "fixed", "fta_session": "session", "fta_turn_pair": "turn-pair"}
 
 
 class TurnExtractor:

@@ -113,6 +113,7 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 "errors": error_analysis(qa)},
             "cost": {"build_spaces": len(builds), "build_wall_s": sum(b["wall_s"] for b in builds) if builds else None,
                      "build_llm": llm, "build_amus": sum(b["amus"] for b in builds) if builds else None,
+                     "build_turns": sum(b["turns"] for b in builds) if builds else None,
                      "peak_rss_mb": max([r.get("peak_rss_mb", 0) for r in rr] + [b["peak_rss_mb"] for b in builds],
                                         default=None)},
         }
@@ -179,12 +180,13 @@ def qa_table(summary: dict) -> list[str]:
             continue
         rows.append([s["label"]] + [_f(qa["accuracy"].get(c)) for c in cats]
                     + [_f(qa["accuracy"].get("all")), _f(qa["f1"].get("all")), _f(qa["bleu1"].get("all")),
+                       _f(_category_mean(qa["f1"], cats)), _f(_category_mean(qa["bleu1"], cats)),
                        _f(qa["answer_tokens_per_question"], 0), _f(qa["judge_tokens_per_question"], 0),
                        str(qa["questions"] - qa["judged"]), str(qa.get("answer_fallbacks", 0))])
     if not rows:
         return []
     head = (["system"] + [f"J {c}" for c in cats]
-            + ["J all", "F1", "BLEU-1", "answer tok/q", "judge tok/q", "no verdict", "answer fallbacks"])
+            + ["J all", "F1", "BLEU-1", "F1 cat-mean", "BLEU-1 cat-mean", "answer tok/q", "judge tok/q", "no verdict", "answer fallbacks"])
     return _table(head, rows)
 
 
@@ -222,6 +224,12 @@ def error_table(summary: dict) -> list[str]:
     return _table(head, rows)
 
 
+def _category_mean(values: dict, cats: list[str]) -> float | None:
+    """The unweighted mean over the categories (the paper's LoCoMo average), None if one is missing."""
+    got = [values.get(c) for c in cats]
+    return None if not got or any(v is None for v in got) else sum(got) / len(got)
+
+
 def cost_table(summary: dict) -> list[str]:
     rows = []
     for s in summary["systems"].values():
@@ -229,11 +237,14 @@ def cost_table(summary: dict) -> list[str]:
         calls = sum(v["calls"] + v["cached_calls"] for v in llm.values())
         tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in llm.values())
         qa = s["qa"] or {}
-        rows.append([s["label"], s["construction"] or "–", _f(c["build_wall_s"], 1),
+        units = c.get("build_amus")
+        per_turn = units / c["build_turns"] if units is not None and c.get("build_turns") else None
+        rows.append([s["label"], s["construction"] or "–", str(units) if units is not None else "–",
+                     _f(per_turn, 2), _f(c["build_wall_s"], 1),
                      str(calls) if c["build_spaces"] else "–", str(tokens) if c["build_spaces"] else "–",
                      _f(s["retrieval"]["ms_per_query"], 1), _f(qa.get("answer_tokens_per_question"), 0),
                      _f(qa.get("ms_per_answer"), 0), _f(c["peak_rss_mb"], 0)])
-    return _table(["system", "store", "build s", "build LLM calls", "build LLM tokens", "ms/query",
+    return _table(["system", "store", "units", "units/turn", "build s", "build LLM calls", "build LLM tokens", "ms/query",
                    "answer tok/q", "ms/answer", "peak RSS MB"], rows)
 
 

@@ -315,14 +315,30 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                     units = units_for_context(ranking.units, qa_turns)
                     chosen = set(units)
                     hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
-                    prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
-                                           time_summaries=wb.time_summaries(spec, conv.space, hits))
+                    if spec.kind == "fta":  # the method's own packet and prompt
+                        from ..fta.packet import answer_prompt as fta_prompt
+
+                        prompt = fta_prompt(q.question, wb.fta_packet(spec, conv.space, hits),
+                                            question_date=_question_date(q, config.default_timezone), style=dataset)
+                    else:
+                        prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
+                                               time_summaries=wb.time_summaries(spec, conv.space, hits))
                     if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
                         retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
                 rec = answer_and_judge(prompt, q, llm, judge, retry)
                 results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
                              "category": q.category, "abstention": q.abstention,
                              "evidence_recall": context_recall(conv, q, units, qa_turns, session_of), **rec, **routing})
+
+
+def _question_date(q: BenchQuestion, tz: str):
+    """The question's date as a datetime (None when absent or unreadable)."""
+    from ..timeparse import parse_timestamp
+
+    try:
+        return parse_timestamp(q.now, tz) if q.now else None
+    except ValueError:
+        return None
 
 
 def _retry_prompt(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion,

@@ -9,7 +9,10 @@ one representation for both semantic views; `unified_semantic` / `unified_affect
 AMU in one semantic tree); retrieval-time ablations (views, routing, fallback, beta, beam)
 share the `amu` store. A system with a `time_store` takes its Event and Affect views from its
 construction and its Time view, merge scoring and raw turns from that store (`composite.py`).
-`full-context` puts the whole conversation in the answer prompt (LLM only).
+`full-context` puts the whole conversation in the answer prompt (LLM only). FTA-Mem systems
+(`fta*`) call `Memory.retrieve` on an FTA store (`Config(method="fta")`, one per segmentation
+mode); `fta-no-links` / `fta-no-cue` / `fta-flat-packet` change only the query-time config, and
+`etamem-over-fta` runs ETAMem's routed retrieval over the `fta` store's units (the two combined).
 
 Table 5 of the paper: Unified Semantic = `unified-semantic`, Unified Affective =
 `unified-affective`, Unified Temporal = `time-only`; Shared Text / Shared Affect (§4.3.2) =
@@ -28,7 +31,7 @@ ALL_VIEWS = ("event", "affect", "time")
 class SystemSpec:
     key: str
     label: str
-    kind: str  # full_context | bm25_turns | dense_turns | hybrid_turns | flat_amus | etamem
+    kind: str  # full_context | bm25_turns | dense_turns | hybrid_turns | flat_amus | etamem | fta
     construction: str | None = None  # store read by the system (None: raw turns only)
     overrides: tuple[tuple[str, Any], ...] = ()  # Config changes applied at query time
     views: tuple[str, ...] = ALL_VIEWS
@@ -48,6 +51,10 @@ class SystemSpec:
 
 def _eta(key: str, label: str, **kw) -> SystemSpec:
     return SystemSpec(key, label, "etamem", kw.pop("construction", "amu"), **kw)
+
+
+def _fta(key: str, label: str, **kw) -> SystemSpec:
+    return SystemSpec(key, label, "fta", kw.pop("construction", "fta"), **kw)
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -74,6 +81,14 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _eta("unified-affective", "unified affective view", construction="unified_affective", views=("affect",)),
     _eta("etamem-rrf", "ETAMem full + raw-turn RRF (always)",
          overrides=(("fallback_threshold", 2.0), ("fallback_turns", 40), ("fallback_fusion", "rrf"))),
+    _fta("fta", "FTA-Mem (BWS)"),
+    _fta("fta-fixed-window", "FTA-Mem, fixed windows", construction="fta_fixed"),
+    _fta("fta-session", "FTA-Mem, session units", construction="fta_session"),
+    _fta("fta-turn-pair", "FTA-Mem, turn-pair units", construction="fta_turn_pair"),
+    _fta("fta-no-links", "FTA-Mem w/o links", overrides=(("fta_links", False),)),
+    _fta("fta-no-cue", "FTA-Mem w/o cue (plain embedding)", overrides=(("fta_cue", False),)),
+    _fta("fta-flat-packet", "FTA-Mem, flat packet", overrides=(("fta_packet", "flat"),)),
+    _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta", overrides=(("method", "etamem"),)),
 )
 BY_KEY = {s.key: s for s in SYSTEMS}
 GROUPS = {
@@ -82,6 +97,8 @@ GROUPS = {
     "ablations": ["no-amus", "no-hierarchy", "no-fallback", "mean-routing", "no-bm25", "shared-text",
                   "shared-affect", "unified-semantic", "unified-affective"],
     "unified": ["unified-semantic", "unified-affective", "time-only"],
+    "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
+            "fta-no-cue", "fta-flat-packet", "etamem-over-fta"],
     "all": [s.key for s in SYSTEMS],
 }
 DEFAULT_SYSTEMS = [s.key for s in SYSTEMS]

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..config import Config
 from ..types import Hit, StageCost
-from .ablations import (CONSTRUCTIONS, CachingExtractor, SharedAffectEncoder, SharedTextTagger, TurnExtractor,
-                        UnifiedTagger)
+from .ablations import (CONSTRUCTIONS, FTA_SEGMENTATION, CachingExtractor, SharedAffectEncoder, SharedTextTagger,
+                        TurnExtractor, UnifiedTagger)
 from .data import BenchConversation, BenchQuestion
 from .composite import split_retrieve
 from .metrics import rrf
@@ -118,16 +118,18 @@ class Workbench:
         if construction not in self._mems:
             from ..memory import Memory
 
-            encoder, tagger = self.text_encoder, self.affect_tagger
-            if construction == "shared_text":
+            encoder, tagger, config = self.text_encoder, self.affect_tagger, self.config
+            if construction in FTA_SEGMENTATION:
+                config = config.replace(method="fta", units="auto", fta_segmentation=FTA_SEGMENTATION[construction])
+            elif construction == "shared_text":
                 tagger = SharedTextTagger(tagger, encoder)
             elif construction == "shared_affect":
                 encoder = SharedAffectEncoder(tagger)
             elif construction.startswith("unified_"):
                 tagger = UnifiedTagger(tagger, "event" if construction == "unified_semantic" else "affect")
-            self._mems[construction] = Memory(self.root / construction, self.config, text_encoder=encoder,
-                                              affect_tagger=tagger, llm=self.llm,
-                                              extractor=self._extractor(construction))
+            extractor = None if construction in FTA_SEGMENTATION else self._extractor(construction)  # FTA: its own
+            self._mems[construction] = Memory(self.root / construction, config, text_encoder=encoder,
+                                              affect_tagger=tagger, llm=self.llm, extractor=extractor)
         return self._mems[construction]
 
     def is_built(self, construction: str, conv: BenchConversation) -> bool:
@@ -150,7 +152,8 @@ class Workbench:
         t0 = time.perf_counter()
         for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
             mem.add(list(session), space=conv.space)
-            self._check_extracted(mem, construction, conv)
+            if construction not in FTA_SEGMENTATION:  # FTA: the session's last segment waits for the next one
+                self._check_extracted(mem, construction, conv)
         mem.end_session(conv.space)
         self._check_extracted(mem, construction, conv)
         wall = time.perf_counter() - t0
@@ -233,7 +236,7 @@ class Workbench:
             found = index.search(qv, question, pool, beta=self.config.bm25_weight)
             return Ranking([Unit(amus[r.index].source_turn_ids, amus[r.index].text, amus[r.index].timestamp,
                                  ("flat",)) for r in found])
-        if spec.kind == "etamem":
+        if spec.kind in ("etamem", "fta"):
             mem = self.memory(spec.construction or "amu")
             base = mem.config
             cfg = base.replace(**dict(spec.overrides)) if spec.overrides else base
@@ -249,6 +252,8 @@ class Workbench:
                 finally:
                     mem.config = base
             hits = result.hits
+            if spec.kind == "fta":  # one list, no routing across views
+                return Ranking(hits_to_units(hits), hits)
             return Ranking(hits_to_units(hits), hits,
                            {"weights": {v: float(w) for v, w in result.weights.items()},
                             "budgets": {v: int(b) for v, b in result.budgets.items()}}, result.fallback_used)
@@ -264,6 +269,14 @@ class Workbench:
             return mem.with_raw_turns(q.question, hits, conv.space)
         finally:
             mem.config = base
+
+    def fta_packet(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
+        """The FTA-Mem answer packet of `hits` (sections or flat, by the system's config)."""
+        from ..fta.search import packet_for
+
+        mem = self.memory(spec.construction)
+        cfg = mem.config.replace(**dict(spec.overrides)) if spec.overrides else mem.config
+        return packet_for(mem.store, space, hits, cfg)
 
     def time_summaries(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
         if spec.kind != "etamem" or not hits:

@@ -163,6 +163,16 @@ def _same_attribute_new_value(old: str, new: str) -> bool:
         [w for w in a[k:] if w.isdigit()] != [w for w in b[k:] if w.isdigit()]
 
 
+_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|,\s+(?:and\s+|but\s+)?|\s+but\s+")
+
+
+def _clauses(text: str) -> list[str]:
+    """The clauses of a unit text (split at sentence ends, colons, semicolons, commas and "but";
+    at least two words each), so that "A, and now Caroline lives in Seattle" compares its own
+    statement, not only the text's opening."""
+    return [c.strip(" .!?;:") for c in _CLAUSE.split(_SAID.sub("", text, count=1)) if len(c.split()) >= 2]
+
+
 def _topic_without_stance(text: str, names: frozenset[str]) -> set[str]:
     """Topic stems once negations and like/dislike words are taken out (what the text is about,
     not the stance it takes)."""
@@ -190,25 +200,30 @@ def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: floa
     """Offline relation from `new` to the older `old`, with a confidence; None for no link.
 
     contradicts and updates only between statements of the same speaker (no question-answer
-    unit, no plan) with cosine >= `strict`. In order: contradicts (the topic words of one are
-    (mostly) in the other once stance words are taken out, and one is negated or likes what the
-    other dislikes);
+    unit, no plan) with cosine >= `strict`, compared as whole texts and clause by clause
+    (`_clauses`). In order: contradicts (the topic words of one are (mostly) in the other once
+    stance words are taken out, and one is negated or likes what the other dislikes);
     updates (same subject and state-like predicate up to a value slot, a different short value;
     neither a past event nor a plan); followup_of (the older is a plan, the newer a later
     past/present report about the same things);
     same_episode_as (same session, cosine >= `same_episode`); supports (cosine >= `supports`)."""
     names = frozenset(p.lower() for p in new.participants + old.participants)
     sn, so = rules.topic_stems(new.text, names), rules.topic_stems(old.text, names)
-    overlap = _overlap(_topic_without_stance(new.text, names), _topic_without_stance(old.text, names))
     conf = round(0.5 + 0.5 * max(0.0, min(1.0, similarity)), 3)
     # a state change or a denial: said by the same person about the same thing, no question in it
     own_statement = (new.speaker == old.speaker and similarity >= strict and " asked: " not in new.text
                      and " asked: " not in old.text and not (_is_plan(new) or _is_plan(old)))
-    if own_statement and overlap >= 0.5:
-        att_n, att_o = _attitude(new.text), _attitude(old.text)
-        if (att_n and att_o and att_n != att_o) or (not (att_n or att_o) and _negated(new.text) != _negated(old.text)):
+    pairs = [(old.text, new.text)] + [(a, b) for a in _clauses(old.text) for b in _clauses(new.text)] \
+        if own_statement else []
+    for text_o, text_n in pairs:
+        if _overlap(_topic_without_stance(text_n, names), _topic_without_stance(text_o, names)) < 0.5:
+            continue
+        att_n, att_o = _attitude(text_n), _attitude(text_o)
+        if (att_n and att_o and att_n != att_o) or (not (att_n or att_o) and _negated(text_n) != _negated(text_o)):
             return "contradicts", conf
-    if own_statement and not (_is_event(new) or _is_event(old)) and _same_attribute_new_value(old.text, new.text):
+    # whole texts: not between past events; clauses: the state predicate in the shared prefix decides
+    if pairs and (not (_is_event(new) or _is_event(old)) and _same_attribute_new_value(*pairs[0])
+                  or any(_same_attribute_new_value(a, b) for a, b in pairs[1:])):
         return "updates", conf
     if old.content_type == "homework_or_plan" and not _is_plan(new) \
             and new.time.orientation in ("past", "present", "mixed") and new.dialogue_time >= old.dialogue_time \
