@@ -128,9 +128,14 @@ class Config:
     fta_lambda: float = 0.8  # lambda in R = lambda * cos + (1 - lambda) * cue
     fta_tau: float = 0.35  # units with R below this are not retrieved
     fta_cue: bool = True  # False: R = cos (the plain-embedding ablation)
+    # beta in S = (1 - beta) * R + beta * BM25 (max-normalised): ours, not the paper's (0 = the paper's R)
+    fta_bm25_weight: float = 0.1
     fta_neighbours: bool = True  # each hit brings its most confident linked neighbour
     fta_packet: str = "sections"  # answer context: "sections" (the paper's four) | "flat" (unit list)
     fta_rewrite: bool = True  # LLM query rewrite before retrieval (no LLM: the query as is)
+    # LLM temperature of the construction calls (boundaries, units, links): the paper's 0.7; 0 repeats
+    # a build exactly (cached replies are reused either way); rewrite and answer calls use 0
+    fta_construction_temperature: float = 0.7
 
     # --- answering -------------------------------------------------------------
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
@@ -288,6 +293,7 @@ _BETWEEN = {  # field: (low, high), inclusive
     "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
     "fta_lambda": (0.0, 1.0), "fta_tau": (-1.0, 1.0), "fta_link_floor": (-1.0, 1.0),
+    "fta_construction_temperature": (0.0, 2.0), "fta_bm25_weight": (0.0, 1.0),
     "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
 }
 _EXPECTED = {int: "an integer", float: "a number", str: "a string", bool: "true or false",

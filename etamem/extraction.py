@@ -100,6 +100,7 @@ _STOPWORDS = set(
     "glad super totally definitely absolutely sure now still always ever such own one kind sort "
     "kinda gonna wanna pretty lot lots things thing stuff".split()
 )
+STOPWORDS = frozenset(_STOPWORDS)  # words that carry no content (also read by etamem.fta.rules)
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019&-]*")
 
 

@@ -524,6 +524,9 @@ class Memory:
         if self.config.method == "fta":
             return self._retrieve_fta(query, space, k, when, trace)
         live = self._space(self._known_space(space))
+        if self.store.get_space_meta(live.name, "units") == "fta" and self.config.unit_kind() != "fta":
+            raise ValueError(f"space {live.name!r} holds FTA units: search it with method='fta' "
+                             "(or units='fta' for ETAMem's views over them)")
         q_text = self._encode_query(query)  # models run outside the space's locks
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
         pending = self.store.count_pending(live.name)

@@ -1,6 +1,7 @@
 """Benchmark metric arithmetic on hand-computed cases, evidence normalisation, verdicts and
 the construction ablations' wrappers."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -77,6 +78,14 @@ def test_rrf_and_system_resolution():
     assert [s.key for s in resolve_systems(None)] == DEFAULT_SYSTEMS
     with pytest.raises(ValueError, match="unknown system 'nope'"):
         resolve_systems(["nope"])
+
+
+def test_bench_help_names_every_system_and_group():
+    from etamem.bench.cli import EPILOG
+    from etamem.bench.systems import GROUPS, SYSTEMS
+
+    listed = set(re.sub(r"[(),;:]", " ", EPILOG).split())
+    assert {s.key for s in SYSTEMS} <= listed and set(GROUPS) <= listed
 
 
 def test_ablation_wrappers(hashing_encoder, tmp_path):

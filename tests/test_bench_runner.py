@@ -274,7 +274,7 @@ def test_locomo_slice_fta_systems(tmp_path, locomo_dev, bench_models):
     runner, with the paper's Table 6 columns (units, units per turn, build calls and tokens)."""
     qa = write_locomo_slice(locomo_dev, tmp_path / "locomo_slice.json")
     out = tmp_path / "out"
-    systems = ["hybrid-turns", "fta", "fta-session", "fta-turn-pair", "fta-no-links", "fta-no-cue",
+    systems = ["hybrid-turns", "fta", "fta-session", "fta-turn-pair", "fta-no-links", "fta-no-cue", "fta-no-bm25",
                "etamem-over-fta"]
     opts = BenchOptions("locomo", str(tmp_path / "locomo_slice.json"), out=str(out), systems=systems, no_llm=True)
     summary = run(opts, **bench_models)
@@ -291,6 +291,7 @@ def test_locomo_slice_fta_systems(tmp_path, locomo_dev, bench_models):
     assert summary["systems"]["etamem-over-fta"]["routing"] is not None  # ETAMem's routed views over FTA units
     report = (out / "report.md").read_text()
     assert "| units | units/turn |" in report and "FTA-Mem w/o cue (plain embedding)" in report
+    assert "FTA-Mem w/o BM25 (the paper's score)" in report
     assert len(qa) > 0
 
 

@@ -241,3 +241,14 @@ def test_latency_memory_search_on_the_demo_reuses_a_kept_store(tmp_path):
     assert memory_targets([r])["met"] and memory_targets([r])["limit_ms"] == 30.0
     r["search"] = {"p50_ms": 30.5}
     assert not memory_targets([r])["met"]
+
+
+def test_fta_units_density_on_the_dev_file(locomo_dev):
+    from benchmarks.fta_units_density import measure, render
+
+    result = measure(str(locomo_dev), "session")
+    total = result["total"]
+    assert total["turns"] == sum(r["turns"] for r in result["rows"]) > 3000
+    assert 0.5 <= total["units_per_turn"] <= 1.0  # issue 17's target (the paper: 0.73)
+    assert total["gold_coverage"] >= 0.97  # almost every evidence turn is cited by some unit
+    assert "| all |" in render(result)

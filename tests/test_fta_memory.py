@@ -68,6 +68,7 @@ def test_online_construction_keeps_the_provisional_segment_pending_until_the_ses
     assert "s1:6" in covered  # the cat's name
     hits = mem.search("What is the name of Caroline's cat?", top_k=3)
     assert hits and hits[0].views == ("fta",) and "s1:6" in hits[0].source_turn_ids
+    assert "Pixel" in hits[0].amu.text  # the short sentence that names the cat is kept
     assert mem.search("What is the name of Caroline's cat?", top_k=1)[0].amu.amu_id == hits[0].amu.amu_id
     mem.close()
 
@@ -131,6 +132,8 @@ def test_one_space_holds_one_kind_of_unit(fta_mem, tmp_path, minilm):
     with pytest.raises(ValueError, match="holds fta units"):
         amu.add(turns(SESSION_1[4:], "s9", 0))
     assert amu.store.count_turns("default") == 4  # nothing of the refused call was stored
+    with pytest.raises(ValueError, match="method='fta'"):  # nor read by another method by mistake
+        amu.search("Boston")
     amu.add(turns(SESSION_1, "s1", 0), space="other")
     amu.close()
     fta = fta_mem(tmp_path / "store")
@@ -158,9 +161,31 @@ def test_offline_answer_names_the_evidence(fta_mem):
     mem.add(turns(SESSION_1, "s1", 0))
     mem.end_session()
     ans = mem.answer("What is the name of Caroline's cat?")
-    assert not ans.llm_used and "grey cat" in ans.text and "s1:6" in ans.hits[0].source_turn_ids
+    assert not ans.llm_used and "s1:6" in ans.hits[0].source_turn_ids
+    assert "grey cat" in ans.text and "Pixel" in ans.text
     mem.close()
 
+
+
+def test_bm25_brings_units_the_cosine_pool_misses(hashing_encoder):
+    """S = (1 - beta) R + beta BM25n over the cosine pool and the BM25 pool: with a pool of 4 the
+    word-hash cosine never reaches the one unit naming the rare word; BM25 does."""
+    rows = [(CAT, f"Caroline keeps the {x} in the kitchen drawer near the window.") for x in
+            ("spoons", "keys", "candles", "batteries", "scissors", "stamps", "receipts", "charger")]
+    rows.insert(4, (MEL, "My neighbour has a stuffed quokka77 toy on a shelf."))
+    query = "Where does Caroline keep the quokka77 in the kitchen?"
+    found = {}
+    for beta in (0.0, 1.0):
+        mem = Memory(None, {"method": "fta", "fta_segmentation": "session", "candidate_pool": 1, "fta_tau": -1,
+                            "fta_bm25_weight": beta},
+                     text_encoder=hashing_encoder, affect_tagger=VaderAffectTagger(hashing_encoder))
+        mem.add(turns(rows, "s1", 0))
+        mem.end_session()
+        result = mem.retrieve(query, top_k=1, trace=True)
+        found[beta] = [h.source_turn_ids for h in result.hits if h.views == ("fta",)]
+        assert result.traces["fta"][0]["bm25n"] == (1.0 if beta else 0.0)
+        mem.close()
+    assert found[0.0] != [("s1:4",)] and found[1.0] == [("s1:4",)]
 
 # --- one LLM path end to end, through a local OpenAI-compatible endpoint -------------------------
 PLAN_SESSION = [
@@ -248,12 +273,17 @@ def test_llm_path_end_to_end_counts_calls_per_stage(tmp_path, minilm, chat_serve
     moved = [l for l in mem.links() if l.relation == "updates"]
     assert len(moved) == 1 and mem.get(moved[0].target).text == "Caroline lives in Boston."
     assert [u.status for u in mem.history(moved[0].source)] == ["superseded", "final"]
+    # construction at the paper's temperature 0.7 (fta_construction_temperature), rewrite and answer at 0
+    fta_prompts = ("You split a stretch", "You build long-term memory units", "You keep a long-term memory")
+    construction = [r for r in chat_server.requests if r["messages"][-1]["content"].startswith(fta_prompts)]
+    assert len(construction) >= 8 and {r.get("temperature") for r in construction} == {0.7}
     before = len(chat_server.requests)
     ans = mem.answer("Where does Caroline live now?", now="2023-07-01")
     after = mem.llm.usage()
     assert ans.llm_used and ans.text == "Seattle."
     assert after["fta_rewrite"].calls == 1 and after["answer"].calls == 1
     assert len(chat_server.requests) - before == 2  # the rewrite and the answer, nothing else
+    assert [r.get("temperature") for r in chat_server.requests[before:]] == [0.0, 0.0]
     packet = chat_server.requests[-1]["messages"][-1]["content"]
     assert "Caroline lives in Seattle now." in packet and "Caroline lives in Boston." in packet
     assert "SUPERSEDED" in packet and "I live in Seattle now." in packet  # lifecycle and the source span

@@ -129,14 +129,17 @@ def test_cue_score_is_the_mean_of_the_components_that_apply():
 
 
 # --- ranking ---------------------------------------------------------------------------------
-def brute_rank(q, vecs, units, f: QueryFeatures, lam, tau, k, cue):
-    """Reference: loops, float64 sums, one cue per unit."""
+def brute_rank(q, vecs, units, f: QueryFeatures, lam, tau, k, cue, lexical=None, beta=0.0):
+    """Reference: loops, float64 sums, one cue per unit, BM25 divided by its maximum."""
     rows = []
+    top = float(max(lexical)) if lexical is not None and beta > 0 else 0.0
     for i, u in enumerate(units):
         cos = math.fsum(float(a) * float(b) for a, b in zip(vecs[i], q))
         c = cue_score(f.text, u, window=f.window, names=f.names, question_type=f.question_type,
                       polarity=f.polarity) if cue else None
         r = cos if c is None else lam * cos + (1 - lam) * c
+        if top > 0:
+            r = (1 - beta) * r + beta * float(lexical[i]) / top
         if r >= tau:
             rows.append((-r, i, cos, c))
     rows.sort()
@@ -170,14 +173,18 @@ def test_rank_matches_the_brute_force_reference_on_random_data():
         query_features("What did they talk about?", T0, ("Caroline",)),  # no cue applies: R = cos
     ]
     filtered = full = 0
+    lexical = np.where(rng.random(n) < 0.3, rng.gamma(2.0, 3.0, n), 0.0).astype(np.float32)  # sparse BM25
     for qi, f in enumerate(queries):
         q = (vecs[qi * 3] + 0.8 * rng.standard_normal(d)).astype(np.float32)
         q /= np.linalg.norm(q)
-        for lam, tau, k, cue in [(0.8, 0.35, 10, True), (0.5, 0.1, 25, True), (0.8, 0.0, 300, True),
-                                 (0.8, 0.35, 10, False), (1.0, 0.2, 7, True), (0.0, 0.5, 40, True)]:
-            got = rank(q, vecs, units, f, lam=lam, tau=tau, k=k, cue=cue)
-            want = brute_rank(q, vecs, units, f, lam, tau, k, cue)
-            assert [s.index for s in got] == [w[0] for w in want], (qi, lam, tau, k, cue)
+        for lam, tau, k, cue, beta in [(0.8, 0.35, 10, True, 0.0), (0.5, 0.1, 25, True, 0.0),
+                                       (0.8, 0.0, 300, True, 0.0), (0.8, 0.35, 10, False, 0.0),
+                                       (1.0, 0.2, 7, True, 0.0), (0.0, 0.5, 40, True, 0.0),
+                                       (0.8, 0.35, 10, True, 0.1), (0.8, 0.2, 30, True, 0.5),
+                                       (0.8, 0.3, 20, False, 0.2), (0.5, 0.0, 300, True, 1.0)]:
+            got = rank(q, vecs, units, f, lam=lam, tau=tau, k=k, cue=cue, lexical=lexical, beta=beta)
+            want = brute_rank(q, vecs, units, f, lam, tau, k, cue, lexical, beta)
+            assert [s.index for s in got] == [w[0] for w in want], (qi, lam, tau, k, cue, beta)
             for s, (_, r, cos, c) in zip(got, want):
                 assert s.score == pytest.approx(r, abs=1e-9) and s.cos == pytest.approx(cos, abs=1e-9)
                 assert (s.cue is None) == (c is None) and (c is None or s.cue == pytest.approx(c))
@@ -212,6 +219,12 @@ def test_tau_filters_on_the_combined_score_and_ties_go_to_the_lower_index():
     assert plain == [Scored(2, pytest.approx(0.9), pytest.approx(0.9), None),
                      Scored(1, pytest.approx(0.4), pytest.approx(0.4), None)]
     assert rank(q, vecs, units, f, tau=0.95) == [] and rank(q, vecs, units, f, k=0) == []
+    # the lexical term: S = 0.9 R + 0.1 BM25 / max; a strong BM25 match lifts row 3 above row 0
+    mixed = rank(q, vecs, units, f, lexical=np.array([0.0, 0.0, 1.0, 4.0]), beta=0.1)
+    assert [s.index for s in mixed] == [2, 3, 0]
+    assert mixed[1].score == pytest.approx(0.9 * 0.44 + 0.1) and mixed[1].lexical == 1.0
+    assert mixed[0].score == pytest.approx(0.9 * got[0].score + 0.1 * 0.25)
+    assert rank(q, vecs, units, f, lexical=np.zeros(4), beta=0.1)[0].score == pytest.approx(0.9 * got[0].score)
 
 
 def test_rank_checks_shapes():
@@ -223,6 +236,10 @@ def test_rank_checks_shapes():
         rank(vecs[0][:2], vecs, [unit()] * 3, f)
     with pytest.raises(ValueError, match="lam"):
         rank(vecs[0], vecs, [unit()] * 3, f, lam=1.5)
+    with pytest.raises(ValueError, match="beta"):
+        rank(vecs[0], vecs, [unit()] * 3, f, beta=-0.1)
+    with pytest.raises(ValueError, match="lexical scores"):
+        rank(vecs[0], vecs, [unit()] * 3, f, lexical=np.ones(2), beta=0.1)
     assert rank(np.zeros(3, np.float32), np.zeros((0, 3), np.float32), [], f) == []
 
 

@@ -65,6 +65,21 @@ def test_rule_units_rewrite_speakers_pair_questions_with_answers_and_drop_filler
     assert units[0].evidence[0].start_time == turns[2].timestamp
 
 
+def test_rule_units_are_one_per_turn_with_plans_apart_and_short_named_facts_kept(vader):
+    turns = dialogue([
+        ("Maya", "I adopted a grey cat last week. Her name is Pixel. She sleeps on my desk all day. Cute!"),
+        ("Leo", "I moved to a flat near the river in March. I will paint the kitchen next weekend."),
+    ])
+    units = [c.unit for c in RuleUnitExtractor(vader).extract(one_segment(turns), turns, [])]
+    assert len(units) == 3  # two turns; Leo's plan waits apart for its outcome
+    cat = by_text(units, "grey cat")
+    assert "Her name is Pixel." in cat.text and "sleeps on Maya's desk" in cat.text and "Cute" not in cat.text
+    assert cat.turn_ids == ("s1:0",) and cat.completeness == "complete"
+    plan = by_text(units, "paint the kitchen")
+    assert "river" not in plan.text and plan.completeness == "pending" and plan.content_type == "homework_or_plan"
+    assert by_text(units, "river").turn_ids == ("s1:1",)
+
+
 def test_rule_units_resolve_times_orientation_content_type_and_affect(vader):
     turns = dialogue([
         ("Lena", "We went camping at the lake last weekend and it was wonderful."),
@@ -129,6 +144,10 @@ def test_second_person_rewrite_and_topic_stems():
     assert rewrite_second_person("Have you tried it? You're right, you'll love it.", "Ann") == \
         "Has Ann tried it? Ann is right, Ann will love it."
     assert topic_stems("We will go camping next month") == topic_stems("We went camping last weekend") == {"camp"}
+    # a speaker's name is no topic, possessive or not (a plan is not completed by any sentence naming her)
+    names = frozenset({"melanie"})
+    assert topic_stems("Melanie's kids love Melanie\u2019s saxophone teacher", names) == {"kid", "lov", "saxophon",
+                                                                                          "teacher"}
 
 
 # --- carry-over and fusion -------------------------------------------------------------------

@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-EPILOG = """systems (keys; groups: baselines, views, ablations, all):
+EPILOG = """systems (keys; groups: baselines, views, ablations, unified, fta-all, all):
   full-context bm25-turns dense-turns hybrid-turns flat-amus etamem no-amus no-hierarchy
   no-fallback event-only affect-only time-only event+affect event+time affect+time
   mean-routing no-bm25 shared-text shared-affect unified-semantic unified-affective etamem-rrf
-  (group unified: unified-semantic unified-affective time-only, the paper's Table 5)
+  fta fta-fixed-window fta-session fta-turn-pair fta-no-links fta-no-cue fta-no-bm25
+  fta-flat-packet etamem-over-fta
+  (group unified: unified-semantic unified-affective time-only, the paper's Table 5;
+   group fta-all: hybrid-turns etamem and every fta system above)
 
 Retrieval modes: by default each system returns --pool units (80 LoCoMo / 100 LongMemEval)
 and recall@k counts their first k distinct source turns, so an ETAMem system routes the pool

@@ -11,7 +11,8 @@ share the `amu` store. A system with a `time_store` takes its Event and Affect v
 construction and its Time view, merge scoring and raw turns from that store (`composite.py`).
 `full-context` puts the whole conversation in the answer prompt (LLM only). FTA-Mem systems
 (`fta*`) call `Memory.retrieve` on an FTA store (`Config(method="fta")`, one per segmentation
-mode); `fta-no-links` / `fta-no-cue` / `fta-flat-packet` change only the query-time config, and
+mode); `fta-no-links` / `fta-no-cue` / `fta-no-bm25` (the paper's score, no lexical term) /
+`fta-flat-packet` change only the query-time config, and
 `etamem-over-fta` runs ETAMem's routed retrieval over the `fta` store's units (the two combined).
 
 Table 5 of the paper: Unified Semantic = `unified-semantic`, Unified Affective =
@@ -87,8 +88,10 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _fta("fta-turn-pair", "FTA-Mem, turn-pair units", construction="fta_turn_pair"),
     _fta("fta-no-links", "FTA-Mem w/o links", overrides=(("fta_links", False),)),
     _fta("fta-no-cue", "FTA-Mem w/o cue (plain embedding)", overrides=(("fta_cue", False),)),
+    _fta("fta-no-bm25", "FTA-Mem w/o BM25 (the paper's score)", overrides=(("fta_bm25_weight", 0.0),)),
     _fta("fta-flat-packet", "FTA-Mem, flat packet", overrides=(("fta_packet", "flat"),)),
-    _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta", overrides=(("method", "etamem"),)),
+    _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta",
+         overrides=(("method", "etamem"), ("units", "fta"))),
 )
 BY_KEY = {s.key: s for s in SYSTEMS}
 GROUPS = {
@@ -98,7 +101,7 @@ GROUPS = {
                   "shared-affect", "unified-semantic", "unified-affective"],
     "unified": ["unified-semantic", "unified-affective", "time-only"],
     "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
-            "fta-no-cue", "fta-flat-packet", "etamem-over-fta"],
+                "fta-no-cue", "fta-no-bm25", "fta-flat-packet", "etamem-over-fta"],
     "all": [s.key for s in SYSTEMS],
 }
 DEFAULT_SYSTEMS = [s.key for s in SYSTEMS]

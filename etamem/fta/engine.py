@@ -79,13 +79,17 @@ class FTABuilder:
         use_llm_detector = config.fta_detector == "llm" or (config.fta_detector == "auto" and llm is not None)
         if use_llm_detector and llm is None:
             raise ValueError("config fta_detector='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
-        self.detector = LLMBoundaryDetector(llm, fallback=offline) if use_llm_detector else offline
+        temperature = config.fta_construction_temperature
+        self.detector = LLMBoundaryDetector(llm, fallback=offline, temperature=temperature) if use_llm_detector \
+            else offline
         rule = RuleUnitExtractor(affect_tagger, min_words=config.min_amu_words)
         use_llm = config.extractor == "llm" or (config.extractor == "auto" and llm is not None)
         if use_llm and llm is None:
             raise ValueError("config extractor='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
-        self.extractor = LLMUnitExtractor(llm, affect_tagger, fallback=rule) if use_llm else rule
-        self.classifier = LLMLinkClassifier(llm, fallback=RuleLinkClassifier()) if use_llm else RuleLinkClassifier()
+        self.extractor = LLMUnitExtractor(llm, affect_tagger, fallback=rule, temperature=temperature) if use_llm \
+            else rule
+        self.classifier = (LLMLinkClassifier(llm, fallback=RuleLinkClassifier(), temperature=temperature) if use_llm
+                           else RuleLinkClassifier())
         self.stats = {"turns": 0, "segments": 0, "windows": 0, "units": 0, "fused": 0, "links": 0}
 
     # --- construction -------------------------------------------------------------------------
@@ -175,10 +179,11 @@ class FTABuilder:
         return [ids[j] for j in top.tolist() if sims[j] >= self.config.fta_link_floor - 0.2]
 
 
-def unit_rows(index) -> tuple[list[str], np.ndarray]:
-    """The live units of a `SpaceIndex` in slot order with their unit vectors (n, d_t) float32."""
-    alive = [i for i, a in enumerate(index.ids) if a is not None]
-    return [index.ids[i] for i in alive], np.asarray(index.text_vecs[alive], np.float32)
+def unit_rows(index) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The live units of a `SpaceIndex` in slot order: ids, unit vectors (n, d_t) float32 and
+    their slots (n,) int64 (rows of the index's BM25 over units)."""
+    alive = np.asarray([i for i, a in enumerate(index.ids) if a is not None], np.int64)
+    return [index.ids[i] for i in alive], np.asarray(index.text_vecs[alive], np.float32), alive
 
 
 def build_and_link(builder: FTABuilder, store, live, turns: list[Turn], complete: bool, config, timed):
@@ -193,7 +198,7 @@ def build_and_link(builder: FTABuilder, store, live, turns: list[Turn], complete
     with cache_refs(*(f"turn:{space}/{t.turn_id}" for t in turns)):
         batch = builder.build(turns, complete, carried, timed)
         with live.rw.read():
-            ids, vecs = unit_rows(live.index)
+            ids, vecs, _ = unit_rows(live.index)
         with timed("links"):
             rows = builder.link(batch, ids, vecs, lambda q: load_units(store, space, q), enabled=config.fta_links)
     if batch.units:  # longitudinal memory, extractive: the batch's units and the stored ones links changed

@@ -37,6 +37,15 @@ query, each in [0, 1] (None when none applies):
   when the unit's label agrees, 0.5 when it is neutral, 0 when opposite; 1 as well when the
   unit carries an emotion word the query names.
 
+Our addition, a lexical term (`fta_bm25_weight` beta, default 0.1; 0 is the paper's R alone):
+
+    S(q, m) = (1 - beta) * R(q, m) + beta * bm25(q, m) / max bm25 over the candidates
+
+with BM25 over the unit's speaker, text and date; tau then applies to S. The paper retrieves by
+embedding only; on the LoCoMo dev file the lexical term lifts single-hop questions above flat
+hybrid retrieval over raw turns (README, FTA-Mem). The candidates of a query are the units
+nearest by cosine and, with beta > 0, those best by BM25 (the engine's pool).
+
 Then `expand_neighbours` adds one linked unit per hit, `lifecycle_order` puts a superseded or
 contradicted unit right after the one that replaced it, `chronological` orders for the packet.
 """
@@ -234,12 +243,14 @@ def cues_apply(features: QueryFeatures) -> bool:
 # --- ranking -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Scored:
-    """One kept unit: its row `index`, `score` R, `cos` and `cue` (None when no cue applied)."""
+    """One kept unit: its row `index`, `score` (S, = R without a lexical term), `cos`, `cue`
+    (None when no cue applied) and `lexical` (max-normalised BM25; 0.0 without a lexical term)."""
 
     index: int
     score: float
     cos: float
     cue: float | None
+    lexical: float = 0.0
 
 
 def cosines(q_vec: np.ndarray, vecs: np.ndarray) -> np.ndarray:
@@ -258,25 +269,41 @@ def cosines(q_vec: np.ndarray, vecs: np.ndarray) -> np.ndarray:
     return out
 
 
+def max_normalised(scores: np.ndarray | None, n: int) -> np.ndarray:
+    """(n,) float64 `scores` divided by their maximum (zeros when None, empty or all <= 0)."""
+    if scores is None:
+        return np.zeros(n, np.float64)
+    s = np.asarray(scores, np.float64).reshape(-1)
+    if s.shape[0] != n:
+        raise ValueError(f"{s.shape[0]} lexical scores for {n} vector rows")
+    top = float(s.max()) if n else 0.0
+    return s / top if top > 0 else np.zeros(n, np.float64)
+
+
 def rank(q_vec: np.ndarray, vecs: np.ndarray, units: Sequence[FTAUnit], features: QueryFeatures, *,
-         lam: float = 0.8, tau: float = 0.35, k: int = 10, cue: bool = True) -> list[Scored]:
-    """Top-`k` units by R (module doc) among those with R >= `tau`, best first, ties by index.
+         lam: float = 0.8, tau: float = 0.35, k: int = 10, cue: bool = True,
+         lexical: np.ndarray | None = None, beta: float = 0.0) -> list[Scored]:
+    """Top-`k` units by S (module doc) among those with S >= `tau`, best first, ties by index.
 
     q_vec: (d,) float32 query vector; vecs: (n, d) float32 L2-normalised rows of rho(unit);
-    units: the n units in row order. `cue=False` scores by cosine only (the ablation)."""
+    units: the n units in row order; lexical: (n,) raw BM25 scores of the units (None or beta 0:
+    S = R). `cue=False` scores R by cosine only (the ablation)."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], got {beta}")
     cos = cosines(q_vec, vecs)
     n = cos.shape[0]
     if len(units) != n:
         raise ValueError(f"{len(units)} units for {n} vector rows")
+    lex = max_normalised(lexical if beta > 0 else None, n)
     if k <= 0 or n == 0:
         return []
     score = cos.copy()
     cues: dict[int, float] = {}
     if cue and cues_apply(features):
-        # c <= 1, so a unit with lam*cos + (1 - lam) < tau cannot be kept: its cue is not computed
-        reachable = lam * cos + (1.0 - lam) >= tau
+        # c <= 1, so a unit with S(c = 1) < tau cannot be kept: its cue is not computed
+        reachable = (1.0 - beta) * (lam * cos + (1.0 - lam)) + beta * lex >= tau
         score[~reachable] = -np.inf
         for i in np.flatnonzero(reachable):
             c = cue_score(features.text, units[i], window=features.window, names=features.names,
@@ -284,9 +311,11 @@ def rank(q_vec: np.ndarray, vecs: np.ndarray, units: Sequence[FTAUnit], features
             if c is not None:
                 cues[int(i)] = c
                 score[i] = lam * cos[i] + (1.0 - lam) * c
+    if beta > 0:
+        score = (1.0 - beta) * score + beta * lex
     idx = np.flatnonzero(score >= tau)
     order = idx[np.lexsort((idx, -score[idx]))][:k]
-    return [Scored(int(i), float(score[i]), float(cos[i]), cues.get(int(i))) for i in order]
+    return [Scored(int(i), float(score[i]), float(cos[i]), cues.get(int(i)), float(lex[i])) for i in order]
 
 
 # --- neighbours, lifecycle, chronology -----------------------------------------------------
@@ -388,5 +417,5 @@ def chronological(units: Sequence[FTAUnit]) -> list[FTAUnit]:
 
 __all__ = ["COMPONENTS", "LIFECYCLE_STATUSES", "QUESTION_FORMS", "QueryFeatures", "Scored", "WINDOW_KINDS",
            "affect_component", "chronological", "content_type_component", "cosines", "cue_components",
-           "cue_score", "cues_apply", "expand_neighbours", "lifecycle_order", "participants_component",
+           "cue_score", "cues_apply", "expand_neighbours", "lifecycle_order", "max_normalised", "participants_component",
            "query_features", "query_names", "question_form", "rank", "relation_priority", "time_component"]

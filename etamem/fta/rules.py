@@ -250,14 +250,16 @@ def stem(word: str) -> str:
 
 def topic_stems(text: str, exclude: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """Stems of the content words of `text`, minus generic verbs, time words, stop words and
-    `exclude` (e.g. the speakers' names, lower-case)."""
-    from ..extraction import _STOPWORDS  # the AMU rule extractor's list
+    `exclude` (e.g. the speakers' names, lower-case; possessives count: "Melanie's")."""
+    from ..extraction import STOPWORDS  # the AMU rule extractor's list
 
+    excluded = set(exclude) | {stem(x) for x in exclude}
     out = set()
-    for tok in _TOKEN.findall(text.lower()):
-        if tok in _STOPWORDS or tok in _GENERIC or tok in exclude or len(tok) < 3:
+    for tok in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+        tok = tok.removesuffix("'s")
+        if tok in STOPWORDS or tok in _GENERIC or tok in excluded or len(tok) < 3:
             continue
         s = stem(tok)
-        if s not in _GENERIC and s not in exclude:
+        if s not in _GENERIC and s not in excluded:
             out.add(s)
     return out

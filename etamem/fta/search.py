@@ -1,12 +1,14 @@
 """FTA-Mem retrieval and answers on the engine (DESIGN §10, "Retrieval").
 
 `search_fta` scores the space's FTA units for a query: the `config.candidate_pool` units nearest
-by cosine (at least 4·k) are read with their fields and ranked by R = λ·cos + (1 − λ)·cue
-(`etamem.fta.retrieval.rank`: λ `fta_lambda`, threshold τ `fta_tau`, `fta_cue` off = plain
-cosine), a superseded or contradicted unit is placed right after the unit that replaced it, and
-each hit brings its most confident linked neighbour (`fta_neighbours`), listed after the hits
-with `views == ("fta-link",)`; `fta_links=False` at query time uses no link (the ablation). Hits keep their rank order (so `top_k=k` is a prefix of `top_k=K`);
-the answer packet orders them by time. `answer_fta` renders the four-section packet (or the flat
+by cosine (at least 4·k) and as many best by BM25 are read with their fields and ranked by
+S = (1 − β)·(λ·cos + (1 − λ)·cue) + β·BM25ₙ (`etamem.fta.retrieval.rank`: λ `fta_lambda`, β
+`fta_bm25_weight` (0: the paper's score over the cosine pool only), threshold τ `fta_tau`,
+`fta_cue` off = plain cosine). A superseded or contradicted unit is placed right after the unit
+that replaced it, and each hit brings its most confident linked neighbour (`fta_neighbours`),
+listed after the hits with `views == ("fta-link",)`; `fta_links=False` at query time uses no
+link (the ablation). Hits keep their rank order (so `top_k=k` is a prefix of `top_k=K`); the
+answer packet orders them by time. `answer_fta` renders the four-section packet (or the flat
 one, `fta_packet="flat"`) and asks the LLM; without one, the best units are the answer.
 """
 from __future__ import annotations
@@ -45,19 +47,28 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     from .retrieval import expand_neighbours, lifecycle_order, query_features, rank
 
     space = live.name
-    ids, vecs = unit_rows(live.index)
+    ids, vecs, slots = unit_rows(live.index)
     empty = SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
     if not ids:
         return empty
+    pool = max(config.candidate_pool, 4 * k)
     sims = vecs @ np.asarray(q_vec, np.float32)
-    top = np.argsort(-sims, kind="stable")[: max(config.candidate_pool, 4 * k)].tolist()
+    top = np.argsort(-sims, kind="stable")[:pool].tolist()
+    beta = config.fta_bm25_weight
+    lexical = None
+    if beta > 0:
+        lexical = np.asarray(live.index.amu_lex.scores_all(query), np.float64)[slots]
+        matched = np.flatnonzero(lexical > 0)
+        best = matched[np.lexsort((matched, -lexical[matched]))][:pool].tolist()
+        top = list(dict.fromkeys(top + best))  # the cosine pool, then the BM25 pool's others
     units = load_units(store, space, [ids[j] for j in top])
     top = [j for j in top if ids[j] in units]
     cand = [units[ids[j]] for j in top]
     names = {p for u in cand for p in (*u.participants, u.speaker)}
     features = query_features(query, now, names, polarity=polarity)
     scored = rank(np.asarray(q_vec, np.float32), vecs[top], cand, features, lam=config.fta_lambda,
-                  tau=config.fta_tau, k=k, cue=config.fta_cue)
+                  tau=config.fta_tau, k=k, cue=config.fta_cue, lexical=None if lexical is None else lexical[top],
+                  beta=beta)
     hit_ids = [cand[s.index].unit_id for s in scored]
     by_id = {cand[s.index].unit_id: s for s in scored}
     links = store.unit_links(space, hit_ids) if hit_ids and config.fta_links else []  # off: the no-links ablation
@@ -73,8 +84,8 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
                 hits.append(Hit(amu, 0.0, ("fta-link",), amu.source_turn_ids))
     traces = {}
     if trace:
-        traces["fta"] = [{"unit_id": cand[s.index].unit_id, "score": s.score, "cos": s.cos, "cue": s.cue}
-                         for s in scored]
+        traces["fta"] = [{"unit_id": cand[s.index].unit_id, "score": s.score, "cos": s.cos, "cue": s.cue,
+                          "bm25n": s.lexical} for s in scored]
     window = None if features.window is None else (features.window.start, features.window.end)
     return SearchResult(hits, {"fta": 1.0}, {"fta": k}, {}, window=window, traces=traces, pending_turns=pending)
 

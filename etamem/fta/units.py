@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
-from ..extraction import (content_words, prompt_datetime, rewrite_first_person, speaker_name, split_sentences,
-                          strip_filler, turn_text)
+from ..extraction import (content_words, is_salient, prompt_datetime, rewrite_first_person, speaker_name,
+                          split_sentences, strip_filler, turn_text)
 from ..llm import LLMError, LLMUnavailable
 from ..prompts_io import load_prompt, render_prompt
 from ..retrieval.temporal import TimeWindow, parse_time_window
@@ -297,21 +297,25 @@ class RuleUnitExtractor:
 
     def _statement_drafts(self, drafts: list[_Draft], statements: list[str], turn: Turn, name: str,
                           other: str | None) -> None:
-        groups: list[tuple[str, list[str]]] = []  # (key, sentences)
+        """One unit for the turn's statements (a turn is one speaker's act; LoCoMo's evidence is
+        per turn), except that the speaker's own plans form a separate pending unit that awaits
+        its outcome. A short sentence is kept when it names something (`is_salient`: "Her name
+        is Pixel.") and dropped otherwise ("Sounds fun!")."""
+        participants = [p for p in (name, other) if p]
+        facts: list[str] = []
+        plans: list[str] = []
         for s in statements:
-            if not self._informative(s):
+            if not (self._informative(s) or is_salient(s, participants)):
                 continue
             window = rules.resolve_event_time(s, turn.timestamp)
             orient = rules.orientation(s, window, turn.timestamp)
-            key = f"{rules.content_type(s, orient)}/{orient}"
-            if groups and groups[-1][0] == key:
-                groups[-1][1].append(s)
-            else:
-                groups.append((key, [s]))
-        for key, sents in groups:
-            plan = key.startswith("homework_or_plan/")
-            parts = (name,) + ((other,) if other and _mentions_you(" ".join(sents)) else ())
-            drafts.append(_Draft(_third_person(" ".join(sents), name, other, attribute=True), " ".join(sents), name,
+            (plans if rules.content_type(s, orient) == "homework_or_plan" else facts).append(s)
+        for sents, plan in ((facts, False), (plans, True)):
+            if not sents or not self._informative(" ".join(sents)):
+                continue
+            text = " ".join(sents)
+            parts = (name,) + ((other,) if other and _mentions_you(text) else ())
+            drafts.append(_Draft(_third_person(text, name, other, attribute=True), text, name,
                                  [turn], parts, awaiting="outcome" if plan else ""))
 
 
