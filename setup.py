@@ -19,6 +19,7 @@ BASE = [
     "threadpoolctl>=3.1",    # bounds BLAS threads around the engine's small products
     "openai>=1.30",
     "bm25s>=0.2",
+    "PyStemmer>=2.2",        # Snowball stemming of BM25 tokens (bm25_stemmer)
     "tqdm>=4.60",
     "rich>=13",
 ]

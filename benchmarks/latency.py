@@ -90,9 +90,9 @@ def run_child(n: int, args) -> dict:
         views.maintain()
     build_s = time.perf_counter() - t_build
     t_index = time.perf_counter()
-    index = SpaceIndex(views, amus, x, xa, exact_max=cfg.routing_exact_max)
+    index = SpaceIndex(views, amus, x, xa, exact_max=cfg.routing_exact_max, stemmer=cfg.bm25_stemmer)
     index_s = time.perf_counter() - t_index
-    flat = FlatHybridIndex(x, texts)
+    flat = FlatHybridIndex(x, texts, stemmer=cfg.bm25_stemmer)
 
     rng = np.random.default_rng(args.seed + 2)
     qc = rng.integers(0, len(centres), args.queries)

@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> dict:
             tvecs = mem.text_encoder.encode([turn_text(t) for t in turns])
             amus = mem.list(space)
             avecs = mem.store.amu_vectors(space, "text", [a.amu_id for a in amus])
-            per_space[space] = (turns, LexicalIndex(texts), FlatHybridIndex(tvecs, texts), amus,
-                                FlatHybridIndex(avecs, [amu_search_text(a) for a in amus]))
+            stem = mem.config.bm25_stemmer
+            per_space[space] = (turns, LexicalIndex(texts, stemmer=stem), FlatHybridIndex(tvecs, texts, stemmer=stem),
+                                amus, FlatHybridIndex(avecs, [amu_search_text(a) for a in amus], stemmer=stem))
         return per_space[space]
 
     def turn_units(turns, order):

@@ -87,6 +87,7 @@ class Config:
     # k of them, so search(top_k=k) is a prefix of search(top_k=K) for k < K <= route_budget
     route_budget: int = 80
     beam_width: int = 10
+    bm25_stemmer: str = "english"  # BM25 tokens stemmed (Snowball English, PyStemmer) | "none" (other languages)
     bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; README "Measured here")
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
@@ -263,6 +264,7 @@ _CHOICES = {
     "answer_style": ("locomo", "longmemeval"),
     "routing": ("entropy", "mean"),
     "fallback_fusion": ("score", "rrf"),
+    "bm25_stemmer": ("english", "none"),
     "fallback_confidence": ("score", "agreement"),
     "device": ("auto", "cpu", "cuda"),
     "method": ("etamem", "fta"),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: AMU times and time-word flags saved with the index
+FORMAT = 3  # 2: AMU times and time-word flags saved with the index; 3: BM25 saved with its stemmer
 DIRNAME = "derived"
 
 

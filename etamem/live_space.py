@@ -78,11 +78,13 @@ class LiveSpace:
         found = None if root is None else derived.find(root, space, generation)
         if found is not None:
             try:
-                index = SpaceIndex.load(found / "index", views, amus, tv, av, exact_max=config.routing_exact_max)
-                return cls(space, views, index, TurnIndex.load(found / "turns", turns), generation, saved=True)
+                index = SpaceIndex.load(found / "index", views, amus, tv, av, exact_max=config.routing_exact_max,
+                                        stemmer=config.bm25_stemmer)
+                return cls(space, views, index, TurnIndex.load(found / "turns", turns, stemmer=config.bm25_stemmer),
+                           generation, saved=True)
             except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, rebuild
                 log.warning("space %s: derived files in %s not usable (%s); rebuilding the indexes", space, found, exc)
-        index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max)
+        index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
         missing = [t for t in turns if t.turn_id not in vecs]
         if missing:
             log.info("space %s: encoding %d raw turns stored without vectors", space, len(missing))
@@ -91,7 +93,7 @@ class LiveSpace:
                 store.put_turn_vectors(space, [t.turn_id for t in missing], new)
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
-        return cls(space, views, index, TurnIndex(text_dim, turns, matrix), generation)
+        return cls(space, views, index, TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer), generation)
 
     def save_derived(self, root, store) -> bool:
         """Write the indexes as derived files if the store is still at the generation this state

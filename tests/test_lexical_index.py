@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from etamem.retrieval.lexical import LexicalIndex, _splitter, tokenize
+from etamem.retrieval.lexical import LexicalIndex, splitter, tokenize
 
 WORDS = ["cat", "dog", "paris", "nurse", "job", "hiking", "zebra", "coffee", "rain", "river", "piano",
          "garden", "doctor", "train", "berlin", "sister", "birthday", "cake", "museum", "soccer"]
@@ -31,16 +31,19 @@ QUERIES = ["cat hiking", "nurse job paris paris", "zebra", "the", "", "unknownwo
            "Paris café croissants", "birthday cake sister", "ICE trains Köln", "snake_case tokens"]
 
 
-def _ref(texts: list[str], query: str) -> np.ndarray:
-    """bm25s's own scores of `query` over a from-scratch index of `texts`: (len(texts),)."""
+def _ref(texts: list[str], query: str, stemmer: str = "english") -> np.ndarray:
+    """bm25s's own scores of `query` over a from-scratch index of `texts` (tokens stemmed by
+    PyStemmer's English stemmer unless `stemmer` is "none"): (len(texts),)."""
     import bm25s
+    import Stemmer
 
-    tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    stem = None if stemmer == "none" else Stemmer.Stemmer("english")
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False)
     if not any(tokens.ids):  # bm25s cannot index a corpus without a single token
         return np.zeros(len(texts))
     ref = bm25s.BM25()
     ref.index(tokens, show_progress=False)
-    q = [t for t in bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+    q = [t for t in bm25s.tokenize([query], stopwords="en", stemmer=stem, return_ids=False, show_progress=False)[0]
          if t in ref.vocab_dict]
     return ref.get_scores(q) if q else np.zeros(len(texts))
 
@@ -67,9 +70,27 @@ def _random_texts(rng, k: int) -> list[str]:
     return [" ".join(rng.choice(vocab, rng.integers(0, 12))) for _ in range(k)]
 
 
-def test_splitter_is_bm25s_tokenize():
+@pytest.mark.parametrize("stemmer", ["english", "none"])
+def test_splitter_is_bm25s_tokenize(stemmer):
     texts = SENTENCES + QUERIES + ["a_b __ x1 2x 3 ab-cd Ünïcödé ñandú 日本語 テスト"]
-    assert [_splitter()(t) for t in texts] == tokenize(texts)
+    assert [splitter(stemmer)(t) for t in texts] == tokenize(texts, stemmer)
+
+
+def test_stemming_matches_word_forms_and_is_saved_with_the_index(tmp_path):
+    texts = ["Caroline paints sunsets at the lake.", "Melanie went camping with her kids.", "A quiet day."]
+    stemmed, plain = LexicalIndex(texts), LexicalIndex(texts, stemmer="none")
+    query = "Which paintings did Caroline make? Where did Melanie camp with the kid?"
+    assert stemmed.scores_all("painting")[0] > 0 and plain.scores_all("painting")[0] == 0
+    assert stemmed.scores_all("camp kid")[1] > 0 and plain.scores_all("camp kid")[1] == 0
+    for stem in ("english", "none"):
+        lex = LexicalIndex(texts, stemmer=stem)
+        np.testing.assert_allclose(lex.scores_all(query), _ref(texts, query, stem), rtol=1e-5, atol=1e-6)
+        lex.save(tmp_path / stem)
+        back = LexicalIndex.load(tmp_path / stem)
+        assert back.stemmer == stem
+        np.testing.assert_array_equal(back.scores_all(query), lex.scores_all(query))
+    with pytest.raises(ValueError, match="stemmer"):
+        LexicalIndex(texts, stemmer="klingon")
 
 
 def test_matches_bm25s_on_random_words_and_sentences():
@@ -170,7 +191,7 @@ def test_save_load_round_trip_then_keeps_accepting_writes(tmp_path, mmap):
     before = {q: lex.scores_all(q) for q in QUERIES}
     lex.save(tmp_path)
     meta = json.loads((tmp_path / "lexical.json").read_text())
-    assert meta["format"] == 1 and meta["vocab"] == list(lex.vocab)
+    assert meta["format"] == 2 and meta["stemmer"] == "english" and meta["vocab"] == list(lex.vocab)
     for f in os.listdir(tmp_path):
         if f.endswith(".npy"):
             np.load(tmp_path / f, allow_pickle=False)  # plain arrays, no pickle

@@ -287,6 +287,27 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     assert not derived.space_dir(tmp_path / "s", "u").exists()
 
 
+def test_derived_files_of_another_bm25_stemmer_are_rebuilt(hashing_encoder, tmp_path):
+    """BM25 tokens saved with one stemmer are never read with another: a store reopened with
+    another `bm25_stemmer` rebuilds its indexes (and answers as a fresh build would)."""
+    rng = np.random.default_rng(6)
+    queries = [" ".join(rng.choice(WORDS, 3)) for _ in range(10)]
+    mem = memory(tmp_path / "s", hashing_encoder)
+    for s in range(3):
+        mem.add(session(rng, s, 10), space="u")
+    mem.close()
+    for stemmer in ("none", "english"):
+        reopened = memory(tmp_path / "s", hashing_encoder, bm25_stemmer=stemmer)
+        live = reopened._space("u")
+        assert reopened.index_info("u")["saved"] is None  # rebuilt, not loaded
+        assert live.index.amu_lex.stemmer == stemmer and live.turns.index.lexical.stemmer == stemmer
+        got = hits(reopened, "u", queries)
+        reopened.close()
+        again = memory(tmp_path / "s", hashing_encoder, bm25_stemmer=stemmer)  # now saved with this stemmer
+        assert again.index_info("u")["saved"] is not None and hits(again, "u", queries) == got
+        again.close()
+
+
 def test_blas_threads_are_bounded_around_the_engine_only():
     from threadpoolctl import threadpool_info
 

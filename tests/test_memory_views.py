@@ -146,7 +146,8 @@ def test_retrieve_returns_routing_and_views(minilm):
 
 
 def test_fallback_adds_raw_turns_when_confidence_is_low(minilm):
-    always = Memory(None, Config(fallback_confidence="score", fallback_threshold=2.0, fallback_turns=3,
+    # fallback_turns covers every turn: the 4 units found leave some turn uncovered, which comes back raw
+    always = Memory(None, Config(fallback_confidence="score", fallback_threshold=2.0, fallback_turns=len(TURNS),
                                  fallback_fusion="score", route_budget=4, context_share=0.0,
                                  bm25_weight=0.1), text_encoder=CachedEncoder(minilm),
                     affect_tagger=VaderAffectTagger(minilm))

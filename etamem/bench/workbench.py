@@ -187,7 +187,8 @@ class Workbench:
             turns = normalise_turns(conv.turns, conv.space, default_tz=self.config.default_timezone)
             texts = [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns]
             vecs = self.text_encoder.encode([turn_text(t) for t in turns])
-            self._flat[key] = (turns, LexicalIndex(texts), FlatHybridIndex(vecs, texts))
+            stem = self.config.bm25_stemmer
+            self._flat[key] = (turns, LexicalIndex(texts, stemmer=stem), FlatHybridIndex(vecs, texts, stemmer=stem))
         return self._flat[key]
 
     def _amus(self, conv: BenchConversation):
@@ -200,7 +201,8 @@ class Workbench:
             mem = self.memory("amu")
             amus = mem.list(conv.space)
             vecs = mem.store.amu_vectors(conv.space, "text", [a.amu_id for a in amus])
-            self._flat[key] = (amus, FlatHybridIndex(vecs, [amu_search_text(a) for a in amus]))
+            self._flat[key] = (amus, FlatHybridIndex(vecs, [amu_search_text(a) for a in amus],
+                                                     stemmer=self.config.bm25_stemmer))
         return self._flat[key]
 
     def _drop_other_spaces(self, space: str) -> None:

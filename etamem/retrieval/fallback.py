@@ -29,9 +29,10 @@ class TurnIndex:
     the union of the dense top `pool` and the BM25 top `pool`, ties by arrival order.
     """
 
-    def __init__(self, dim: int, turns: list[Turn] = (), vectors: np.ndarray | None = None):
+    def __init__(self, dim: int, turns: list[Turn] = (), vectors: np.ndarray | None = None, *,
+                 stemmer: str = "english"):
         self.dim = int(dim)
-        self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim)
+        self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim, stemmer=stemmer)
         self.turns: list[Turn | None] = []  # slot -> turn (None once removed)
         self.slot_of: dict[str, int] = {}
         self.arrival: dict[str, int] = {}  # turn id -> arrival rank: ties go to the earlier turn, also
@@ -120,8 +121,9 @@ class TurnIndex:
             None if t is None else t.turn_id for t in self.turns]}))
 
     @classmethod
-    def load(cls, directory, turns: list[Turn]) -> "TurnIndex":
-        """The index `save` wrote, for exactly these (extracted) turns; ValueError otherwise."""
+    def load(cls, directory, turns: list[Turn], *, stemmer: str = "english") -> "TurnIndex":
+        """The index `save` wrote, for exactly these (extracted) turns and BM25 stemmer; ValueError
+        otherwise."""
         d = Path(directory)
         meta = json.loads((d / "slots.json").read_text())
         by_id = {t.turn_id: t for t in turns}
@@ -129,8 +131,10 @@ class TurnIndex:
         live = [t for t in ids if t is not None]
         if len(live) != len(by_id) or any(t not in by_id for t in live):
             raise ValueError("saved turn slots do not match the stored turns")
-        self = cls(meta["dim"])
+        self = cls(meta["dim"], stemmer=stemmer)
         self.index = FlatHybridIndex.load(d, self.dim)
+        if self.index.lexical.stemmer != stemmer:
+            raise ValueError(f"saved BM25 over turns was stemmed with {self.index.lexical.stemmer!r}, not {stemmer!r}")
         if self.index.lexical.n != len(ids):
             raise ValueError("saved turn index sizes do not match its slots")
         self.turns = [None if t is None else by_id[t] for t in ids]

@@ -43,13 +43,14 @@ class FlatHybridIndex:
     measured); lexical: an incremental `LexicalIndex` with the same slots.
     """
 
-    def __init__(self, vectors: np.ndarray, bm25_texts: list[str], *, dim: int | None = None):
+    def __init__(self, vectors: np.ndarray, bm25_texts: list[str], *, dim: int | None = None,
+                 stemmer: str = "english"):
         from .vector_index import VectorIndex
 
         vectors = np.asarray(vectors, dtype=np.float32)
         self.dim = int(dim if dim is not None else vectors.shape[1])
         self._dense = VectorIndex(self.dim, exact_max=None)
-        self._bm25 = LexicalIndex([])
+        self._bm25 = LexicalIndex([], stemmer=stemmer)
         if len(bm25_texts) or vectors.shape[0]:
             self.add(vectors, bm25_texts)
 
@@ -121,8 +122,9 @@ class FlatHybridIndex:
 
     @classmethod
     def load(cls, directory, dim: int) -> "FlatHybridIndex":
+        """The index `save` wrote (with the stemmer it was built with)."""
         d = Path(directory)
-        self = cls(np.zeros((0, dim), np.float32), [], dim=dim)
+        self = cls(np.zeros((0, dim), np.float32), [], dim=dim, stemmer="none")
         from .vector_index import VectorIndex
 
         self._bm25 = LexicalIndex.load(d / "lex")

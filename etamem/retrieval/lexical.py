@@ -1,7 +1,9 @@
 """Incremental BM25 (bm25s tokenisation and Lucene scoring, k1 1.5, b 0.75) over documents held in
 integer slots: adds and tombstone removals cost work proportional to the batch, and scores always
-equal those of a bm25s index built from scratch over the live documents. Scores for every document
-or for a candidate subset only (so hierarchical search never scores the corpus)."""
+equal those of a bm25s index built from scratch over the live documents (with the same stemmer).
+Scores for every document or for a candidate subset only (so hierarchical search never scores the
+corpus). Tokens are stemmed with the Snowball English stemmer (PyStemmer, as bm25s does) unless
+the index is built with `stemmer="none"`; the stemmer is saved with the index."""
 from __future__ import annotations
 
 import json
@@ -12,26 +14,42 @@ from collections import Counter
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: the stemmer is saved with the index
+STEMMERS = ("english", "none")
 K1, B = 1.5, 0.75
 _FILES = ("doc_ptr", "doc_tok", "doc_tf", "doc_len", "alive", "df", "post_ptr", "post_slot", "post_tf")
 
 
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """Lower-cased word tokens without English stopwords (bm25s's tokenizer)."""
+def _stemmer(stemmer: str):
+    """PyStemmer's Snowball stemmer object for `stemmer` ("english"), or None for "none"."""
+    if stemmer not in STEMMERS:
+        raise ValueError(f"stemmer: expected one of {', '.join(STEMMERS)}; got {stemmer!r}")
+    if stemmer == "none":
+        return None
+    try:
+        import Stemmer
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("stemmed BM25 needs PyStemmer: pip install etamem (or set bm25_stemmer='none')") from exc
+    return Stemmer.Stemmer(stemmer)
+
+
+def tokenize(texts: list[str], stemmer: str = "english") -> list[list[str]]:
+    """Lower-cased word tokens without English stopwords, stemmed (bm25s's tokenizer)."""
     import bm25s
 
-    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(stemmer), return_ids=False,
+                          show_progress=False)
 
 
-_SPLIT = None
+_SPLIT: dict = {}
 
 
-def _splitter():
-    """text -> tokens, exactly `tokenize([text])[0]` (bm25s's default pattern and English stopwords)
-    without bm25s's per-call progress-bar set-up (~50 µs), for the per-write and per-query paths."""
-    global _SPLIT
-    if _SPLIT is None:
+def splitter(stemmer: str = "english"):
+    """text -> tokens, exactly `tokenize([text], stemmer)[0]` (bm25s's default pattern, English
+    stopwords, then the stemmer) without bm25s's per-call set-up (~50 µs), for the per-write and
+    per-query paths."""
+    split = _SPLIT.get(stemmer)
+    if split is None:
         import inspect
         import re
 
@@ -40,8 +58,14 @@ def _splitter():
 
         findall = re.compile(inspect.signature(bm25s.tokenize).parameters["token_pattern"].default).findall
         stop = frozenset(STOPWORDS_EN)
-        _SPLIT = lambda text: [w for w in findall(text.lower()) if w not in stop]  # noqa: E731
-    return _SPLIT
+        stem = _stemmer(stemmer)
+        if stem is None:
+            split = lambda text: [w for w in findall(text.lower()) if w not in stop]  # noqa: E731
+        else:
+            stem_words = stem.stemWords
+            split = lambda text: stem_words([w for w in findall(text.lower()) if w not in stop])  # noqa: E731
+        _SPLIT[stemmer] = split
+    return split
 
 
 class _Vec:
@@ -81,7 +105,9 @@ class LexicalIndex:
     Live document frequencies, live count and live total length are counters kept up to date.
     """
 
-    def __init__(self, texts: list[str] = ()):
+    def __init__(self, texts: list[str] = (), *, stemmer: str = "english"):
+        self.stemmer = stemmer
+        self._split = splitter(stemmer)  # validates the stemmer
         self.vocab: dict[str, int] = {}
         self._ptr = _Vec(np.zeros(1, np.int64))
         self._tok, self._tf, self._len = (_Vec(np.zeros(0, np.int32)) for _ in range(3))
@@ -119,7 +145,7 @@ class LexicalIndex:
     def _append(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Tokenise and append to the forward index and counters: (slot, tok, tf) int64 of the new
         postings, grouped by document."""
-        split, vocab, n0 = _splitter(), self.vocab, self.n
+        split, vocab, n0 = self._split, self.vocab, self.n
         tok, tf, nu, lens = [], [], [], []  # distinct token ids and their tf, per-doc counts, lengths
         for words in [split(text) for text in texts]:  # tokenise all before touching the vocabulary
             counts = Counter([vocab.setdefault(w, len(vocab)) for w in words])
@@ -203,7 +229,7 @@ class LexicalIndex:
     def query_ids(self, query: str) -> np.ndarray:
         """Vocabulary ids of the query's tokens that occur in the vocabulary (repeats kept): int64."""
         vocab = self.vocab
-        return np.array([vocab[w] for w in _splitter()(query) if w in vocab], dtype=np.int64)
+        return np.array([vocab[w] for w in self._split(query) if w in vocab], dtype=np.int64)
 
     def _weights(self, ids) -> tuple[np.ndarray, np.ndarray, float]:
         """Distinct sorted query ids (int64), count x Lucene idf of each (float64), live avgdl."""
@@ -293,7 +319,7 @@ class LexicalIndex:
             with open(path + ".tmp", "wb") as fh:
                 np.save(fh, np.ascontiguousarray(a), allow_pickle=False)
             os.replace(path + ".tmp", path)
-        meta = {"format": FORMAT, "k1": K1, "b": B, "n": self.n, "n_live": self._n_live,
+        meta = {"format": FORMAT, "stemmer": self.stemmer, "k1": K1, "b": B, "n": self.n, "n_live": self._n_live,
                 "total_len": self._total_len, "vocab": sorted(self.vocab, key=self.vocab.__getitem__)}
         with open(os.path.join(directory, "lexical.json"), "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False)
@@ -312,7 +338,7 @@ class LexicalIndex:
                 arrays[name] = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
             except ValueError:  # an empty array cannot be mapped
                 arrays[name] = np.load(path, allow_pickle=False)
-        self = cls()
+        self = cls(stemmer=meta["stemmer"])
         self.vocab = {t: i for i, t in enumerate(meta["vocab"])}
         self._ptr, self._tok, self._tf, self._len, self._alive, self._df = (_Vec(arrays[k]) for k in _FILES[:6])
         self._post = (arrays["post_ptr"], arrays["post_slot"], arrays["post_tf"])

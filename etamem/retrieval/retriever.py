@@ -65,8 +65,8 @@ class NodeTexts:
     """BM25 over the texts of a view's nodes, keyed by node id: a node whose text changes gets
     a new slot (the old one is a tombstone); slots are compacted when half are dead."""
 
-    def __init__(self) -> None:
-        self.lex = LexicalIndex([])
+    def __init__(self, stemmer: str = "english") -> None:
+        self.lex = LexicalIndex([], stemmer=stemmer)
         self.slot: dict = {}
 
     def drop(self, keys) -> None:
@@ -160,14 +160,15 @@ class SpaceIndex:
     """
 
     def __init__(self, views: SpaceViews, amus: list[AMU] = (), text_vecs: np.ndarray | None = None,
-                 affect_vecs: np.ndarray | None = None, *, exact_max: int | None = 16384):
-        self._empty(views, exact_max)
+                 affect_vecs: np.ndarray | None = None, *, exact_max: int | None = 16384,
+                 stemmer: str = "english"):
+        self._empty(views, exact_max, stemmer)
         if len(amus):
             self.add_amus(list(amus), text_vecs, affect_vecs)
         self.sync({name: ([int(n) for n in np.flatnonzero(views.tree(name).alive[: views.tree(name).n_nodes])], [])
                    for name in SEMANTIC} | {"time": (list(views.time.nodes), [])})
 
-    def _empty(self, views: SpaceViews, exact_max: int | None) -> None:
+    def _empty(self, views: SpaceViews, exact_max: int | None, stemmer: str) -> None:
         self.views = views
         self.exact_max = exact_max  # routing indexes above this many leaves are HNSW
         d_t, d_a = views.event.dim, views.affect.dim
@@ -176,8 +177,8 @@ class SpaceIndex:
         self.ids: list[str | None] = []
         self.row_of: dict[str, int] = {}
         self.amu_of: dict[str, AMU] = {}
-        self.amu_lex = LexicalIndex([])
-        self.node_texts = {v: NodeTexts() for v in VIEWS}
+        self.amu_lex = LexicalIndex([], stemmer=stemmer)  # BM25 tokens stemmed by `stemmer` (lexical.STEMMERS)
+        self.node_texts = {v: NodeTexts(stemmer) for v in VIEWS}
         self.routing = {v: VectorIndex(d_a if v == "affect" else d_t, exact_max=exact_max) for v in VIEWS}
         self.time_centroids = VectorIndex(d_t, exact_max=None)  # every Time node's centroid, for beam steps
         self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
@@ -202,15 +203,15 @@ class SpaceIndex:
 
     @classmethod
     def load(cls, directory, views: SpaceViews, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
-             *, exact_max: int | None = 16384) -> "SpaceIndex":
+             *, exact_max: int | None = 16384, stemmer: str = "english") -> "SpaceIndex":
         """The index `save` wrote for these views and active AMUs (mmap'd, nothing re-tokenised);
-        ValueError when the files do not describe them."""
+        ValueError when the files do not describe them or were tokenised with another stemmer."""
         d = Path(directory)
         slots = json.loads((d / "slots.json").read_text())
         if slots["exact_max"] != exact_max:
             raise ValueError("saved with another routing_exact_max")
         self = cls.__new__(cls)
-        self._empty(views, exact_max)
+        self._empty(views, exact_max, stemmer)
         ids = slots["ids"]
         by_id = {a.amu_id: i for i, a in enumerate(amus)}
         live = [(s, a) for s, a in enumerate(ids) if a is not None]
@@ -234,6 +235,8 @@ class SpaceIndex:
         self.row_of = {a: s for s, a in live}
         self.amu_of = {a.amu_id: a for a in amus}
         self.amu_lex = LexicalIndex.load(d / "amus")
+        if self.amu_lex.stemmer != stemmer:
+            raise ValueError(f"saved BM25 was stemmed with {self.amu_lex.stemmer!r}, not {stemmer!r}")
         if self.amu_lex.n != n:
             raise ValueError("saved BM25 over AMUs does not match the slots")
         for v in VIEWS:
