@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from array import array
 from collections import Counter
 
@@ -58,12 +59,16 @@ def splitter(stemmer: str = "english"):
 
         findall = re.compile(inspect.signature(bm25s.tokenize).parameters["token_pattern"].default).findall
         stop = frozenset(STOPWORDS_EN)
-        stem = _stemmer(stemmer)
-        if stem is None:
+        if _stemmer(stemmer) is None:
             split = lambda text: [w for w in findall(text.lower()) if w not in stop]  # noqa: E731
         else:
-            stem_words = stem.stemWords
-            split = lambda text: stem_words([w for w in findall(text.lower()) if w not in stop])  # noqa: E731
+            local = threading.local()  # a PyStemmer object must not be used by two threads at once
+
+            def split(text: str) -> list[str]:
+                stem_words = getattr(local, "stem_words", None)
+                if stem_words is None:
+                    stem_words = local.stem_words = _stemmer(stemmer).stemWords
+                return stem_words([w for w in findall(text.lower()) if w not in stop])
         _SPLIT[stemmer] = split
     return split
 
