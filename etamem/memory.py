@@ -402,12 +402,14 @@ class Memory:
 
     def index_info(self, space: str = "default") -> dict:
         """The space's live indexes: `generation` (the store write they reflect), `saved` (the
-        generation the derived files on disk hold, None if not written or stale) and their sizes."""
+        generation the derived files on disk hold, None if not written or stale), their sizes and
+        `bm25_stemmer`, the stemmer their BM25 tokens were built with."""
         live = self._space(self._known_space(space))
         with live.rw.read():
             return {"generation": live.generation, "saved": live.saved_generation,
                     "amus": len(live.index.amu_of), "turns": len(live.turns),
-                    "routing_modes": {v: ix.mode for v, ix in live.index.routing.items()}}
+                    "routing_modes": {v: ix.mode for v, ix in live.index.routing.items()},
+                    "bm25_stemmer": live.index.amu_lex.stemmer}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id (any status); KeyError if absent."""

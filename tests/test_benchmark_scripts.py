@@ -237,6 +237,10 @@ def test_latency_memory_search_on_the_demo_reuses_a_kept_store(tmp_path):
         assert r["queries"] == 5 and r["distinct_queries"] == 5
         assert r["search"]["p50_ms"] > 0 and r["query_encoding"]["p50_ms"] >= 0
     assert memory_targets([first])["met"] is None
+    # a baseline that changes how the indexes are built gets its own Memory, and its own indexes
+    paired = memory_latency(50, **kw, compare={"bm25_stemmer": "none"})["compare"]
+    assert paired["bm25_stemmers"] == {"default": "english", "baseline": "none"}
+    assert paired["default_cached"]["p50_ms"] > 0 and paired["baseline_cached"]["p50_ms"] > 0
     r = dict(first, n=100_000, search={"p50_ms": 30.0}, query_encoding={"p50_ms": 5.0})
     assert memory_targets([r])["met"] and memory_targets([r])["limit_ms"] == 30.0
     r["search"] = {"p50_ms": 30.5}

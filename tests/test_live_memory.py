@@ -299,8 +299,9 @@ def test_derived_files_of_another_bm25_stemmer_are_rebuilt(hashing_encoder, tmp_
     for stemmer in ("none", "english"):
         reopened = memory(tmp_path / "s", hashing_encoder, bm25_stemmer=stemmer)
         live = reopened._space("u")
-        assert reopened.index_info("u")["saved"] is None  # rebuilt, not loaded
-        assert live.index.amu_lex.stemmer == stemmer and live.turns.index.lexical.stemmer == stemmer
+        info = reopened.index_info("u")
+        assert info["saved"] is None and info["bm25_stemmer"] == stemmer  # rebuilt, not loaded
+        assert live.turns.index.lexical.stemmer == stemmer
         got = hits(reopened, "u", queries)
         reopened.close()
         again = memory(tmp_path / "s", hashing_encoder, bm25_stemmer=stemmer)  # now saved with this stemmer
