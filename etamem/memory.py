@@ -525,10 +525,7 @@ class Memory:
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         if self.config.method == "fta":
             return self._retrieve_fta(query, space, k, when, trace)
-        live = self._space(self._known_space(space))
-        if self.store.get_space_meta(live.name, "units") == "fta" and self.config.unit_kind() != "fta":
-            raise ValueError(f"space {live.name!r} holds FTA units: search it with method='fta' "
-                             "(or units='fta' for ETAMem's views over them)")
+        live = self._readable_space(space)
         q_text = self._encode_query(query)  # models run outside the space's locks
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
         pending = self.store.count_pending(live.name)
@@ -540,14 +537,24 @@ class Memory:
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
                                 pending=pending)
 
+    def _readable_space(self, space: str):
+        """The live space, after checking that this config's method can read the kind of units
+        it holds (ValueError naming the setting to use otherwise)."""
+        live = self._space(self._known_space(space))
+        units = self.store.get_space_meta(live.name, "units")
+        if self.config.method == "fta" and units == "amu":
+            raise ValueError(f"space {live.name!r} holds AMUs, not FTA units: search it with method='etamem'")
+        if units == "fta" and self.config.unit_kind() != "fta":
+            raise ValueError(f"space {live.name!r} holds FTA units: search it with method='fta' "
+                             "(or units='fta' for ETAMem's views over them)")
+        return live
+
     def _retrieve_fta(self, query: str, space: str, k: int, when: datetime | None, trace: bool) -> SearchResult:
         """FTA-Mem retrieval (`etamem.fta.search.search_fta`) after the LLM's query rewrite."""
         from .fta.packet import rewrite_query
         from .fta.search import search_fta
 
-        live = self._space(self._known_space(space))
-        if self.store.get_space_meta(live.name, "units") == "amu":
-            raise ValueError(f"space {live.name!r} holds AMUs, not FTA units: search it with method='etamem'")
+        live = self._readable_space(space)
         text = rewrite_query(self.llm, query, now=when) if self.llm is not None and self.config.fta_rewrite else query
         q_vec = self._encode_query(text)  # models run outside the space's locks
         polarity = self.affect_tagger.tag([query]).polarities[0]

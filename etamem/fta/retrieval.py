@@ -417,5 +417,6 @@ def chronological(units: Sequence[FTAUnit]) -> list[FTAUnit]:
 
 __all__ = ["COMPONENTS", "LIFECYCLE_STATUSES", "QUESTION_FORMS", "QueryFeatures", "Scored", "WINDOW_KINDS",
            "affect_component", "chronological", "content_type_component", "cosines", "cue_components",
-           "cue_score", "cues_apply", "expand_neighbours", "lifecycle_order", "max_normalised", "participants_component",
+           "cue_score", "cues_apply", "expand_neighbours", "lifecycle_order", "max_normalised",
+           "participants_component",
            "query_features", "query_names", "question_form", "rank", "relation_priority", "time_component"]

@@ -299,8 +299,10 @@ class RuleUnitExtractor:
                           other: str | None) -> None:
         """One unit for the turn's statements (a turn is one speaker's act; LoCoMo's evidence is
         per turn), except that the speaker's own plans form a separate pending unit that awaits
-        its outcome. A short sentence is kept when it names something (`is_salient`: "Her name
-        is Pixel.") and dropped otherwise ("Sounds fun!")."""
+        its outcome. A short sentence is kept beside the others when it names something
+        (`is_salient`: "Her name is Pixel.") and dropped otherwise ("Sounds fun!"); the kept
+        sentences of a unit need `min_words` content words together, so a turn of one short
+        salient sentence alone makes no unit."""
         participants = [p for p in (name, other) if p]
         facts: list[str] = []
         plans: list[str] = []
