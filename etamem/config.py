@@ -114,6 +114,15 @@ class Config:
     context_prev: float = 0.4
     context_next: float = 0.2
     context_lexical_prev: float = 0.4
+    # dialogue-aware re-scoring (retrieval/dialogue.py; README "Measured here"): the query's text vector
+    # is this mix of the query without the speakers' names and the query as asked (0: as asked), so a
+    # name in the question does not pull every short unit that names that speaker; units that are
+    # questions lose `question_penalty`; the reply turn of a question the views found joins the
+    # candidates (`follow_replies`); units spoken by the one speaker a question names gain `speaker_boost`
+    query_name_mix: float = 0.5
+    question_penalty: float = 0.2
+    follow_replies: bool = True
+    speaker_boost: float = 0.05
 
     # --- method (DESIGN §10) -----------------------------------------------------------
     # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (DESIGN §5-8);
@@ -283,7 +292,8 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (0, "") for name in (
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
-        "time_boost", "context_prev", "context_next", "context_lexical_prev")},
+        "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
+        "speaker_boost")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),
@@ -292,6 +302,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
 }
 _BETWEEN = {  # field: (low, high), inclusive
     "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0),
+    "query_name_mix": (0.0, 1.0),
     "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
     "fta_lambda": (0.0, 1.0), "fta_tau": (-1.0, 1.0), "fta_link_floor": (-1.0, 1.0),

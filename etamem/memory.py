@@ -493,8 +493,12 @@ class Memory:
     # --- search and answers ----------------------------------------------------------------
     def _encode_query(self, query: str):
         """(d,) float32 query vector; a query's vector is not written to the store's cache."""
+        return self._encode_queries([query])[0]
+
+    def _encode_queries(self, texts: list[str]):
+        """(n, d) float32 vectors of query texts, not written to the store's cache."""
         enc = self.text_encoder
-        return (enc.encode([query], persist=False) if isinstance(enc, CachedEncoder) else enc.encode([query]))[0]
+        return enc.encode(texts, persist=False) if isinstance(enc, CachedEncoder) else enc.encode(texts)
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
                now: datetime | str | None = None) -> list[Hit]:
@@ -515,7 +519,7 @@ class Memory:
         `fallback_fusion`). A read: turns still pending (see `flush`) are not processed, only
         counted in `SearchResult.pending_turns`.
         """
-        from .retrieval import search_space
+        from .retrieval import query_vector, search_space
 
         validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
@@ -526,7 +530,10 @@ class Memory:
         if self.config.method == "fta":
             return self._retrieve_fta(query, space, k, when, trace)
         live = self._readable_space(space)
-        q_text = self._encode_query(query)  # models run outside the space's locks
+        with live.rw.read():
+            named = live.index.named_speakers(query)
+        # models run outside the space's locks; the text vector mixes in the query without the names
+        q_text = query_vector(self._encode_queries, query, named, self.config.query_name_mix)
         q_affect = self.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
         pending = self.store.count_pending(live.name)
         if pending:
@@ -535,7 +542,7 @@ class Memory:
         with live.rw.read(), blas_threads(self.config.blas_threads):
             return search_space(live.index, live.turns, query, q_text, q_affect, k, self.config, live.name,
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
-                                pending=pending)
+                                pending=pending, named=named)
 
     def _readable_space(self, space: str):
         """The live space, after checking that this config's method can read the kind of units

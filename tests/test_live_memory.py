@@ -78,6 +78,12 @@ def test_incremental_indexes_equal_a_rebuild_of_the_same_store(hashing_encoder, 
     b = rebuilt.search("cat garden", q, qa, 20, beam=10, beta=0.1).ranked
     assert [(k, v) for k, _, v in a] == [(k, v) for k, _, v in b]
     np.testing.assert_allclose([s for _, s, _ in a], [s for _, s, _ in b], rtol=0, atol=1e-6)
+    # the dialogue maps kept in step by every write (source turn -> units, speakers, question flags)
+    assert {t: sorted(u) for t, u in live.index.units_of_turn.items()} == \
+        {t: sorted(u) for t, u in rebuilt.units_of_turn.items()}
+    assert live.index.speakers == rebuilt.speakers
+    assert [bool(live.index.rows["question"][live.index.row_of[a.amu_id]]) for a in live.index.amus] == \
+        [bool(rebuilt.rows["question"][rebuilt.row_of[a.amu_id]]) for a in live.index.amus]
     mem.close()
 
 

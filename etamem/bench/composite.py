@@ -14,7 +14,7 @@ budget goes to it), and the union is merged on the `amu` store's scale exactly a
 `SpaceIndex.search` merges, then `search_space` applies the raw-turn fallback policy.
 
 This reads private parts of the engine (`Memory._space`, `Memory._known_space`,
-`Memory._encode_query`, `SpaceIndex._merge`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
+`Memory._encode_queries`, `SpaceIndex._merge`, `SpaceIndex._replies`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
 the Event tree ("text" | "affect"), read by `SpaceViews.add` / `load`, `SpaceIndex` (the Event
 hierarchy's vector column, its routing index's dimension, the Event query vector) and
 `Memory.retrieve` (tag the query when the Event view needs it); one store would then hold the
@@ -26,7 +26,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ..retrieval import RetrievalResult, Scored, SpaceIndex, route, search_space
+from ..retrieval import RetrievalResult, Scored, SpaceIndex, query_vector, route, search_space
 from ..retrieval.retriever import top_similarities
 from ..retrieval.temporal import is_when_question, parse_time_window
 from ..timeparse import parse_timestamp
@@ -46,14 +46,16 @@ class SplitIndex:
                              f"{sorted(missing)[:3]}); build both with the same extractor")
         self.semantic, self.base = semantic, base
         self.amu_of = base.amu_of
+        self.units_of_turn = base.units_of_turn  # for `search.reply_finder`
 
     def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context=None,
-               context_share: float = 0.0) -> RetrievalResult:
+               context_share: float = 0.0, dialogue=None) -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
-        (`context`, `context_share`: the turn-context scoring, as in `SpaceIndex.search`)."""
+        (`context`, `context_share`, `dialogue`: the turn-context and dialogue-aware scoring, as
+        in `SpaceIndex.search`)."""
         source = {v: self.semantic if v in SEMANTIC_VIEWS else self.base for v in views}
         qv = {v: q_affect if v in SEMANTIC_VIEWS else q_text for v in views}
         sims = {v: top_similarities(source[v].routing[v], qv[v], top=routing_candidates) for v in views}
@@ -69,9 +71,11 @@ class SplitIndex:
                                    routing_candidates=routing_candidates, context=context,
                                    context_share=context_share)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
+        if dialogue is not None and dialogue.replies is not None:
+            found = {v: hits + self.base._replies(hits, dialogue.replies) for v, hits in found.items()}
         window = parse_time_window(query, now)
         ranked = self.base._merge(found, q_text, self.base.amu_lex.query_ids(query), beta, window,
-                                  is_when_question(query), time_boost, context, context_share)
+                                  is_when_question(query), time_boost, context, context_share, dialogue)
         return RetrievalResult(ranked, plan, window)
 
 
@@ -82,9 +86,11 @@ def split_retrieve(semantic_mem, base_mem, query: str, space: str, *, top_k: int
     when = None if now is None else parse_timestamp(now, config.default_timezone, field="now")
     sem_live = semantic_mem._space(semantic_mem._known_space(space))
     base_live = base_mem._space(base_mem._known_space(space))
-    q_text = base_mem._encode_query(query)
+    with base_live.rw.read():
+        named = base_live.index.named_speakers(query)
+    q_text = query_vector(base_mem._encode_queries, query, named, config.query_name_mix)
     q_affect = base_mem.affect_tagger.tag([query]).embeddings[0]
     with sem_live.rw.read(), base_live.rw.read():
         index = SplitIndex(sem_live.index, base_live.index)
         return search_space(index, base_live.turns, query, q_text, q_affect, top_k, config, base_live.name,
-                            now=when, views=views, routing=routing, fallback=fallback)
+                            now=when, views=views, routing=routing, fallback=fallback, named=named)

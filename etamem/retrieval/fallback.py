@@ -56,6 +56,11 @@ class TurnIndex:
             self.arrival.setdefault(t.turn_id, len(self.arrival))
             self._place(t)
 
+    def turn(self, turn_id: str) -> Turn | None:
+        """The live turn `turn_id`, or None."""
+        slot = self.slot_of.get(turn_id)
+        return None if slot is None else self.turns[slot]
+
     def _place(self, turn: Turn) -> None:
         """Put a live turn in its session's order (time, then arrival)."""
         key = (turn.timestamp.timestamp(), self.arrival[turn.turn_id], turn.turn_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..timeparse import format_date
 from ..types import AMU
 from ..views import SpaceViews
 from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, contextual
+from .dialogue import DialogueScoring, is_question, named_speakers
 from .lexical import LexicalIndex, minmax
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
@@ -95,7 +97,7 @@ class _Rows:
 
     def append(self, **values: np.ndarray) -> np.ndarray:
         m = len(next(iter(values.values())))
-        cap = len(next(iter(self.cols.values())))
+        cap = min(len(arr) for arr in self.cols.values())
         if self.n + m > cap:
             for name in self.cols:
                 self._grow(name, max(self.n + m, cap + cap // 4, 16))
@@ -105,12 +107,13 @@ class _Rows:
         return np.arange(self.n - m, self.n, dtype=np.int64)
 
     def _grow(self, name: str, cap: int) -> None:
-        """In place when nothing else holds the array (realloc moves pages, no copy), else copied."""
+        """To `cap` rows (every column the same): in place when nothing else holds the array
+        (realloc moves pages, no copy), else copied."""
         try:
             self.cols[name].resize((cap,) + self.cols[name].shape[1:])
         except ValueError:
             arr = self.cols[name]
-            new = np.zeros((max(cap, 2 * len(arr)),) + arr.shape[1:], arr.dtype)
+            new = np.zeros((cap,) + arr.shape[1:], arr.dtype)
             new[: self.n] = arr[: self.n]
             self.cols[name] = new
 
@@ -173,10 +176,12 @@ class SpaceIndex:
         self.exact_max = exact_max  # routing indexes above this many leaves are HNSW
         d_t, d_a = views.event.dim, views.affect.dim
         self.rows = _Rows(text=((d_t,), np.float32), affect=((d_a,), np.float32), time=((), np.float64),
-                          time_words=((), bool), alive=((), bool))
+                          time_words=((), bool), question=((), bool), alive=((), bool))
         self.ids: list[str | None] = []
         self.row_of: dict[str, int] = {}
         self.amu_of: dict[str, AMU] = {}
+        self.units_of_turn: dict[str, list[str]] = {}  # source turn id -> active AMU ids citing it
+        self.speakers: Counter = Counter()  # speaker -> active AMUs
         self.amu_lex = LexicalIndex([], stemmer=stemmer)  # BM25 tokens stemmed by `stemmer` (lexical.STEMMERS)
         self.node_texts = {v: NodeTexts(stemmer) for v in VIEWS}
         self.routing = {v: VectorIndex(d_a if v == "affect" else d_t, exact_max=exact_max) for v in VIEWS}
@@ -225,15 +230,18 @@ class SpaceIndex:
             raise ValueError("saved AMU times do not match the slots")
         alive = np.zeros(n, bool)
         alive[where] = True
+        question = np.zeros(n, bool)
+        question[where] = [is_question(amus[i].text) for i in order.tolist()]
         if len(live) == n and np.array_equal(order, where):  # no tombstones, store order: no gather
             text, affect = text_vecs, affect_vecs
         else:
             text, affect = np.zeros((n, views.event.dim), np.float32), np.zeros((n, views.affect.dim), np.float32)
             text[where], affect[where] = text_vecs[order], affect_vecs[order]
-        self.rows.adopt(text=text, affect=affect, time=times, time_words=words, alive=alive)
+        self.rows.adopt(text=text, affect=affect, time=times, time_words=words, question=question, alive=alive)
         self.ids = ids
         self.row_of = {a: s for s, a in live}
         self.amu_of = {a.amu_id: a for a in amus}
+        self._cite(amus)
         self.amu_lex = LexicalIndex.load(d / "amus")
         if self.amu_lex.stemmer != stemmer:
             raise ValueError(f"saved BM25 was stemmed with {self.amu_lex.stemmer!r}, not {stemmer!r}")
@@ -274,20 +282,46 @@ class SpaceIndex:
             return
         slots = self.rows.append(text=text_vecs, affect=affect_vecs,
                                  time=[a.timestamp.timestamp() for a in amus],
-                                 time_words=[bool(TIME_WORDS.search(a.text)) for a in amus], alive=True)
+                                 time_words=[bool(TIME_WORDS.search(a.text)) for a in amus],
+                                 question=[is_question(a.text) for a in amus], alive=True)
         lex_slots = self.amu_lex.add([amu_search_text(a) for a in amus])
         assert lex_slots[0] == slots[0], "AMU slots and BM25 slots out of step"
         for a, s in zip(amus, slots.tolist()):
             self.ids.append(a.amu_id)
             self.row_of[a.amu_id] = s
             self.amu_of[a.amu_id] = a
+        self._cite(amus)
+
+    def _cite(self, amus: list[AMU]) -> None:
+        """Record the AMUs' source turns and speakers (`units_of_turn`, `speakers`)."""
+        for a in amus:
+            for t in dict.fromkeys(a.source_turn_ids):
+                self.units_of_turn.setdefault(t, []).append(a.amu_id)
+        self.speakers.update(a.speaker for a in amus)
+
+    def _uncite(self, amu: AMU) -> None:
+        for t in dict.fromkeys(amu.source_turn_ids):
+            cited = self.units_of_turn.get(t, [])
+            if amu.amu_id in cited:
+                cited.remove(amu.amu_id)
+            if not cited:
+                self.units_of_turn.pop(t, None)
+        self.speakers[amu.speaker] -= 1
+        if self.speakers[amu.speaker] <= 0:
+            del self.speakers[amu.speaker]
+
+    def named_speakers(self, query: str) -> tuple[str, ...]:
+        """Speakers of this space's AMUs that the query names (`dialogue.named_speakers`)."""
+        return named_speakers(query, self.speakers)
 
     def remove_amus(self, amu_ids: list[str]) -> None:
         slots = [self.row_of.pop(a) for a in amu_ids if a in self.row_of]
         if not slots:
             return
         for s in slots:
-            self.amu_of.pop(self.ids[s], None)
+            gone = self.amu_of.pop(self.ids[s], None)
+            if gone is not None:
+                self._uncite(gone)
             self.ids[s] = None
         self.rows["alive"][slots] = False
         self.amu_lex.remove(np.asarray(slots, np.int64))
@@ -356,10 +390,12 @@ class SpaceIndex:
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
-               context_share: float = 0.0) -> RetrievalResult:
+               context_share: float = 0.0, dialogue: DialogueScoring | None = None) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
-        with their source turns in context (`beam.contextual`), in the beams and the merge."""
+        with their source turns in context (`beam.contextual`), in the beams and the merge.
+        `dialogue`: the replies to the questions a view found join that view's hits, and the
+        merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`)."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
         sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
@@ -383,17 +419,31 @@ class SpaceIndex:
             if trace:
                 traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
+        if dialogue is not None and dialogue.replies is not None:
+            found = {v: hits + self._replies(hits, dialogue.replies) for v, hits in found.items()}
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
-                             context_share)
+                             context_share, dialogue)
         return RetrievalResult(ranked, plan, window, traces)
+
+    def _replies(self, hits: list[Scored], replies) -> list[Scored]:
+        """Unscored entries for the AMUs of the replies to the questions among `hits` that are
+        not hits already (the merge scores them)."""
+        question = self.rows["question"]
+        asked = [s.key for s in hits if question[self.row_of[s.key]]]
+        if not asked:
+            return []
+        have = {s.key for s in hits}
+        return [Scored(a, 0.0, 0.0, 0.0) for a in dict.fromkeys(replies(asked)) if a not in have and a in self.row_of]
 
     def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
                window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
-               context_share: float = 0.0) -> list[tuple[str, float, tuple[str, ...]]]:
+               context_share: float = 0.0, dialogue: DialogueScoring | None = None
+               ) -> list[tuple[str, float, tuple[str, ...]]]:
         """Union of the views' hits on one scale: (1 - beta) * text cos + beta * BM25n over the
         union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
         parsed window (scaled down with distance outside it) and half of it for AMUs with their
-        own time words on "when" questions."""
+        own time words on "when" questions; with `dialogue`, minus its question penalty for AMUs
+        that are questions and plus its speaker boost for AMUs of the one speaker the query names."""
         views_of: dict[str, list[str]] = {}
         for v, hits in found.items():
             for s in hits:
@@ -414,5 +464,10 @@ class SpaceIndex:
             score = score + time_boost * (t if window.kind == "latest" else 1.0 - t)
         if when:
             score = score + 0.5 * time_boost * self.rows["time_words"][rows]
+        if dialogue is not None:
+            score = score - dialogue.question_penalty * self.rows["question"][rows]
+            if dialogue.speaker_boost and len(dialogue.named) == 1:
+                spoke = np.fromiter((self.amu_of[a].speaker == dialogue.named[0] for a in keys), bool, len(keys))
+                score = score + dialogue.speaker_boost * spoke
         order = np.lexsort((np.array(keys), -score))
         return [(keys[i], float(score[i]), tuple(views_of[keys[i]])) for i in order]

@@ -8,6 +8,7 @@ from datetime import datetime
 import numpy as np
 
 from ..types import Hit, SearchResult
+from .dialogue import DialogueScoring, RepliesFn
 from .fallback import TurnIndex, confidence, with_fallback
 from .retriever import SpaceIndex
 
@@ -34,10 +35,31 @@ def turn_context(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
     return context
 
 
+def reply_finder(index: SpaceIndex, turns: TurnIndex) -> RepliesFn:
+    """AMU ids -> the AMUs citing the reply to each: the next live turn of the unit's (last) source
+    turn in its session when another speaker says it (`TurnIndex.neighbour`), in order."""
+    def replies(amu_ids: list[str]) -> list[str]:
+        out: list[str] = []
+        for a in amu_ids:
+            amu = index.amu_of[a]
+            nxt = turns.neighbour(amu.source_turn_ids[-1], 1) if amu.source_turn_ids else None
+            reply = None if nxt is None else turns.turn(nxt)
+            if reply is not None and reply.speaker != amu.speaker:
+                out.extend(index.units_of_turn.get(nxt, ()))
+        return list(dict.fromkeys(out))
+    return replies
+
+
+def dialogue_scoring(index: SpaceIndex, turns: TurnIndex, named: tuple[str, ...], cfg) -> DialogueScoring:
+    """The dialogue-aware re-scoring of `cfg` for a query naming the speakers `named`."""
+    return DialogueScoring(named=tuple(named), question_penalty=cfg.question_penalty, speaker_boost=cfg.speaker_boost,
+                           replies=reply_finder(index, turns) if cfg.follow_replies and len(turns) else None)
+
+
 def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
                  cfg, space: str, *, now: datetime | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
-                 pending: int = 0) -> SearchResult:
+                 pending: int = 0, named: tuple[str, ...] = ()) -> SearchResult:
     """Best `k` hits for the query (q_text: (d_t,), q_affect: (d_a,) float32 unit vectors).
 
     A budget of max(k, `cfg.route_budget`) units is shared across `views` by `routing` (default
@@ -45,14 +67,16 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
     below `cfg.fallback_threshold` (or nothing was found), raw turns are fused in
     (`with_fallback`); then the list is cut to `k`. Nothing before the cut depends on `k` (up
     to the budget), so a smaller `k` gives a prefix of a larger one. `pending` (turns stored but
-    not yet extracted) is reported in the result, never processed here.
+    not yet extracted) is reported in the result, never processed here. `named`: the space's
+    speakers the query names (`SpaceIndex.named_speakers`), for the dialogue-aware re-scoring
+    (`dialogue_scoring`).
     """
     budget = max(k, cfg.route_budget)
     result = index.search(query, q_text, q_affect, budget, beam=cfg.beam_width, beta=cfg.bm25_weight,
                           routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
                           views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
                           trace=trace, context=turn_context(index, turns, query, q_text, cfg),
-                          context_share=cfg.context_share)
+                          context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg))
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked[:budget]]
