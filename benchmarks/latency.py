@@ -150,6 +150,7 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
     from benchmarks.agent_loop import (GENERATOR_VERSION, SPACE, TOP_K, build_space, new_memory, peak_mb,
                                        sample_questions, session_stream, torch_threads, uncached)
     from etamem import Config
+    from etamem.retrieval import named_speakers, query_texts
 
     cfg = cfg if cfg is not None else Config()
     path = Path(store_dir)
@@ -179,7 +180,8 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
     for q in qs[1:4]:  # warm-up
         mem.search(q, SPACE, top_k=TOP_K)
     model = uncached(mem.text_encoder)
-    total, total_cpu, enc, rest, hits = [], [], [], [], []
+    speakers = {t.speaker for t in mem.turns(SPACE)}
+    total, total_cpu, enc, rest, hits, enc_searched, rest_searched = [], [], [], [], [], [], []
     for q in qs[4:]:
         t, c = time.perf_counter(), time.process_time()
         found = mem.search(q, SPACE, top_k=TOP_K)
@@ -190,6 +192,11 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
         model.encode([q])
         enc.append(1000 * (time.perf_counter() - t))
         rest.append(total[-1] - enc[-1])
+        texts = query_texts(q, named_speakers(q, speakers), mem.config.query_name_mix)
+        t = time.perf_counter()
+        model.encode(texts)  # what the search encodes: the query, and without the names when it names a speaker
+        enc_searched.append(1000 * (time.perf_counter() - t))
+        rest_searched.append(total[-1] - enc_searched[-1])
     paired = None
     if compare:
         # the baseline is a second Memory on the same store, so that settings read when the
@@ -215,7 +222,11 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
             "first_search_ms": first_ms, "queries": len(total), "distinct_queries": len(set(qs[4:])),
             "mean_hits": float(np.mean(hits)) if hits else None,
             "search": percentiles(total), "search_cpu": percentiles(total_cpu), "query_encoding": percentiles(enc),
-            "search_minus_encoding": percentiles(rest), "peak_rss_mb": peak_mb(), "load_avg_1m": os.getloadavg()[0],
+            "search_minus_encoding": percentiles(rest), "query_encoding_as_searched": percentiles(enc_searched),
+            "search_minus_encoding_as_searched": percentiles(rest_searched),
+            "queries_naming_a_speaker": sum(len(query_texts(q, named_speakers(q, speakers), mem.config.query_name_mix)) > 1
+                                            for q in qs[4:]),
+            "peak_rss_mb": peak_mb(), "load_avg_1m": os.getloadavg()[0],
             "torch_threads": torch_threads()}
 
 
@@ -228,6 +239,9 @@ def memory_targets(rows: list[dict]) -> dict:
         out["measured_ms"] = r["search"]["p50_ms"]
         out["limit_ms"] = MEMORY_TARGET_MS + r["query_encoding"]["p50_ms"]
         out["met"] = out["measured_ms"] <= out["limit_ms"]
+        if "query_encoding_as_searched" in r:  # the encoding counted as the search does it (one or two texts)
+            out["limit_as_searched_ms"] = MEMORY_TARGET_MS + r["query_encoding_as_searched"]["p50_ms"]
+            out["met_as_searched"] = out["measured_ms"] <= out["limit_as_searched_ms"]
     return out
 
 
@@ -256,10 +270,20 @@ def memory_report(mem_doc: dict) -> None:
             print(f"| {r['n']:,} | {c['default_cached']['p50_ms']:.2f} | {c['default_cached']['p95_ms']:.2f} | "
                   f"{c['baseline_cached']['p50_ms']:.2f} | {c['baseline_cached']['p95_ms']:.2f} | "
                   f"×{c['ratio_p50']:.2f} |")
+    for r in rows:
+        if "query_encoding_as_searched" in r:
+            e, m = r["query_encoding_as_searched"], r["search_minus_encoding_as_searched"]
+            print(f"\n[n={r['n']:,}] query encoding as the search does it ({r['queries_naming_a_speaker']} of "
+                  f"{r['queries']} queries name a speaker: the query and the query without the names, one batch): "
+                  f"p50 {e['p50_ms']:.2f} ms, p95 {e['p95_ms']:.2f} ms; search - that: p50 {m['p50_ms']:.2f} ms, "
+                  f"p95 {m['p95_ms']:.2f} ms")
     t = mem_doc["targets"]
     got = "n/a" if t["measured_ms"] is None else f"{t['measured_ms']:.2f} ms vs {t['limit_ms']:.2f} ms"
     met = "not measured" if t["met"] is None else ("met" if t["met"] else "NOT met")
     print(f"\ntarget: {t['target']} -> {got}: {met}")
+    if t.get("limit_as_searched_ms") is not None:
+        print(f"  with the encoding counted as the search does it: {t['measured_ms']:.2f} ms vs "
+              f"{t['limit_as_searched_ms']:.2f} ms: {'met' if t['met_as_searched'] else 'NOT met'}")
 
 
 def run_memory_part(args) -> dict:

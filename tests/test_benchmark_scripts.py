@@ -245,6 +245,11 @@ def test_latency_memory_search_on_the_demo_reuses_a_kept_store(tmp_path):
     assert memory_targets([r])["met"] and memory_targets([r])["limit_ms"] == 30.0
     r["search"] = {"p50_ms": 30.5}
     assert not memory_targets([r])["met"]
+    # the encoding as the search does it (the question, and without the names when it names a speaker)
+    assert first["query_encoding_as_searched"]["p50_ms"] > 0 and 0 <= first["queries_naming_a_speaker"] <= 5
+    r["query_encoding_as_searched"] = {"p50_ms": 6.0}
+    t = memory_targets([r])
+    assert t["limit_as_searched_ms"] == 31.0 and t["met_as_searched"] and not t["met"]
 
 
 def test_fta_units_density_on_the_dev_file(locomo_dev):
@@ -256,3 +261,28 @@ def test_fta_units_density_on_the_dev_file(locomo_dev):
     assert 0.5 <= total["units_per_turn"] <= 1.0  # issue 17's target (the paper: 0.73)
     assert total["gold_coverage"] >= 0.97  # almost every evidence turn is cited by some unit
     assert "| all |" in render(result)
+
+
+def test_compare_runs_per_space_on_hand_made_results(tmp_path, capsys):
+    import json
+
+    from benchmarks.compare_runs import compare, main
+
+    def write(folder, recalls):
+        folder.mkdir()
+        with open(folder / "results.jsonl", "w") as f:
+            f.write(json.dumps({"type": "build", "space": "a"}) + "\n")
+            for (system, space, qid), r in recalls.items():
+                f.write(json.dumps({"type": "retrieval", "system": system, "qid": qid, "space": space,
+                                    "metrics": {"recall@20": r}}) + "\n")
+
+    write(tmp_path / "b", {("etamem", "a", "a:q0"): 0.5, ("etamem", "a", "a:q1"): 1.0, ("etamem", "c", "c:q0"): 1.0,
+                           ("other", "a", "a:q0"): 0.0})
+    write(tmp_path / "f", {("etamem", "a", "a:q0"): 1.0, ("etamem", "a", "a:q1"): 1.0, ("etamem", "c", "c:q0"): 0.5,
+                           ("etamem", "a", "a:q9"): 0.0})  # a:q9 is in one run only: not counted
+    rows = compare(tmp_path / "b", tmp_path / "f", "etamem")
+    assert rows == [{"space": "a", "questions": 2, "before": 0.75, "after": 1.0},
+                    {"space": "c", "questions": 1, "before": 1.0, "after": 0.5}]
+    assert main([str(tmp_path / "b"), str(tmp_path / "f"), "--systems", "etamem"]) == 0
+    out = capsys.readouterr().out
+    assert "| a | 2 | 0.750 | 1.000 | +25.0 |" in out and "1 of 2 spaces gained" in out

@@ -41,7 +41,8 @@ DIALOGUE = [
 def test_named_speakers_and_without_names():
     speakers = ["Ann", "Ann Lee", "Bob", ""]
     assert named_speakers("What did Ann's dog eat?", speakers) == ("Ann",)
-    assert named_speakers("Did Ann Lee meet Bob?", speakers) == ("Ann", "Ann Lee", "Bob")
+    assert named_speakers("Did Ann Lee meet Bob?", speakers) == ("Ann Lee", "Bob")  # the longest name
+    assert named_speakers("Ann met Ann Lee.", speakers) == ("Ann", "Ann Lee")
     assert named_speakers("Annie and bob went out", speakers) == ()  # whole words, case as stored
     assert without_names("Did Ann Lee meet Bob's sister?", ["Ann", "Ann Lee", "Bob"]) == "Did meet sister?"
     assert is_question("Any fun plans?") and is_question('She asked "why?"') and not is_question("Fine. Why not")

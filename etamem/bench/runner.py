@@ -291,7 +291,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 results.add(rec)
         turns = wb.turns(conv)
         if not encoded and spec.kind != "full_context":  # one batch, shared by all systems (not timed)
-            wb.text_encoder.encode([q.question for q in conv.questions])
+            wb.text_encoder.encode(wb.query_texts(conv))
             encoded = True
         turn_map = {t.turn_id: t for t in turns}
         for q, need_r, need_qa in todo:

@@ -132,6 +132,16 @@ class Workbench:
                                               affect_tagger=tagger, llm=self.llm, extractor=extractor)
         return self._mems[construction]
 
+    def query_texts(self, conv: BenchConversation) -> list[str]:
+        """Every text the systems encode for the conversation's questions: each question and,
+        where it names a speaker, the question without the names (`retrieval.query_texts`)."""
+        from ..retrieval import named_speakers, query_texts
+
+        speakers = {t["speaker"] for t in conv.turns}
+        mix = self.config.query_name_mix
+        return list(dict.fromkeys(t for q in conv.questions
+                                  for t in query_texts(q.question, named_speakers(q.question, speakers), mix)))
+
     def is_built(self, construction: str, conv: BenchConversation) -> bool:
         path = self.root / construction / "memory.sqlite"
         if construction not in self._mems and not path.exists():

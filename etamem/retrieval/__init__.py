@@ -1,8 +1,8 @@
 """Retrieval over the views: routing, hierarchical beam search, BM25, temporal windows and
 the raw-turn fallback (DESIGN §7-8). Views never import this package."""
 from .beam import BeamTrace, HierarchyView, Scored, beam_search
-from .dialogue import DialogueScoring, named_speakers, query_vector
-from .dialogue import DialogueScoring, named_speakers, query_vector
+from .dialogue import DialogueScoring, named_speakers, query_texts, query_vector
+from .dialogue import DialogueScoring, named_speakers, query_texts, query_vector
 from .fallback import TurnIndex, confidence, rrf_fuse, turn_text, with_fallback
 from .lexical import LexicalIndex, minmax, tokenize
 from .retriever import RetrievalResult, SpaceIndex, amu_search_text
@@ -13,4 +13,4 @@ from .vector_index import VectorIndex
 __all__ = ["BeamTrace", "HierarchyView", "Scored", "beam_search", "TurnIndex", "rrf_fuse", "turn_text", "LexicalIndex",
            "minmax", "tokenize", "RetrievalResult", "SpaceIndex", "amu_search_text", "Routing", "largest_remainder", "route",
            "confidence", "with_fallback", "search_space", "VectorIndex", "DialogueScoring", "named_speakers",
-           "query_vector"]
+           "query_texts", "query_vector"]

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -35,21 +36,38 @@ def is_question(text: str) -> bool:
     return text.rstrip(" \t\n\"')]").endswith("?")
 
 
-def _name_pattern(name: str) -> re.Pattern:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:'s|’s)?(?!\w)")
+@functools.lru_cache(maxsize=256)
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern:
+    """One regex matching any of `names` as whole words (longest first, so "Ann Lee" wins over
+    "Ann"), with an optional possessive "'s"; group 1 is the name."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)))
+    return re.compile(r"(?<!\w)(" + alternatives + r")(?:'s|’s)?(?!\w)")
+
+
+def _clean(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({n.strip() for n in names if n and n.strip()}))
 
 
 def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
     """The speakers whose name occurs in the query as a whole word (case as stored, a possessive
-    "'s" allowed), sorted."""
-    return tuple(sorted(s for s in set(speakers) if s and s.strip() and _name_pattern(s.strip()).search(query)))
+    "'s" allowed; where names overlap, the longest match), sorted."""
+    names = _clean(speakers)
+    return tuple(sorted(set(_names_pattern(names).findall(query)))) if names else ()
 
 
 def without_names(query: str, names: Sequence[str]) -> str:
     """The query with these names (and their possessive "'s") removed, spaces collapsed."""
-    for name in sorted(names, key=len, reverse=True):  # "Ann Lee" before "Ann"
-        query = _name_pattern(name.strip()).sub("", query)
+    names = _clean(names)
+    if names:
+        query = _names_pattern(names).sub("", query)
     return re.sub(r"\s+", " ", query).strip()
+
+
+def query_texts(query: str, names: Sequence[str], mix: float) -> list[str]:
+    """What `query_vector` encodes: [query], or [query, query without `names`] when `mix` > 0
+    and removing the names changes it and leaves a word."""
+    bare = without_names(query, names) if names and mix > 0 else query
+    return [query] if bare == query or not re.search(r"\w", bare) else [query, bare]
 
 
 def query_vector(encode: Callable[[list[str]], np.ndarray], query: str, names: Sequence[str],
@@ -57,10 +75,10 @@ def query_vector(encode: Callable[[list[str]], np.ndarray], query: str, names: S
     """(d,) float32 unit vector: normalise(mix * e(query without `names`) + (1 - mix) * e(query)),
     or e(query) when `mix` is 0, no name occurs or nothing but the names is left. `encode` maps
     texts to (n, d) float32 unit rows."""
-    bare = without_names(query, names) if names and mix > 0 else query
-    if bare == query or not re.search(r"\w", bare):
-        return np.asarray(encode([query])[0], np.float32)
-    both = np.asarray(encode([query, bare]), np.float32)
+    texts = query_texts(query, names, mix)
+    if len(texts) == 1:
+        return np.asarray(encode(texts)[0], np.float32)
+    both = np.asarray(encode(texts), np.float32)
     v = (1.0 - mix) * both[0] + mix * both[1]
     norm = float(np.linalg.norm(v))
     return (v / norm).astype(np.float32) if norm > 0 else both[0]

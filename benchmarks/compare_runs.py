@@ -1,0 +1,63 @@
+"""Per-conversation recall of one system in two `etamem bench` runs (is a gain the same everywhere?)
+
+    python -m benchmarks.compare_runs BEFORE_DIR AFTER_DIR [--systems etamem no-fallback] [--k 20]
+
+BEFORE_DIR / AFTER_DIR: `--out` folders of `etamem bench` (their `results.jsonl`), e.g. the same
+stores searched with `--set` turning a change off and with the defaults. Prints, per system, the
+mean recall@k per space (conversation) in both runs and the difference, and how many spaces
+gained. Retrieval rows only; a question is counted where both runs have it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def recalls(folder: str | Path, system: str, k: int) -> dict[str, dict[str, float]]:
+    """space -> qid -> recall@k of `system` in the run's results.jsonl."""
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    with open(Path(folder) / "results.jsonl", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("type") == "retrieval" and row.get("system") == system:
+                out[row["space"]][row["qid"]] = float(row["metrics"][f"recall@{k}"])
+    return out
+
+
+def compare(before: str, after: str, system: str, k: int = 20) -> list[dict]:
+    """One row per space: questions, mean recall@k before and after (questions in both runs)."""
+    a, b = recalls(before, system, k), recalls(after, system, k)
+    rows = []
+    for space in sorted(set(a) & set(b)):
+        qids = sorted(set(a[space]) & set(b[space]))
+        if qids:
+            rows.append({"space": space, "questions": len(qids),
+                         "before": sum(a[space][q] for q in qids) / len(qids),
+                         "after": sum(b[space][q] for q in qids) / len(qids)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--systems", nargs="+", default=["etamem", "no-fallback"])
+    ap.add_argument("--k", type=int, default=20)
+    args = ap.parse_args(argv)
+    for system in args.systems:
+        rows = compare(args.before, args.after, system, args.k)
+        if not rows:
+            print(f"{system}: no common questions")
+            continue
+        print(f"\n{system}: recall@{args.k} per space\n\n| space | questions | before | after | difference |\n|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['space']} | {r['questions']} | {r['before']:.3f} | {r['after']:.3f} | "
+                  f"{100 * (r['after'] - r['before']):+.1f} |")
+        print(f"\n{sum(r['after'] > r['before'] for r in rows)} of {len(rows)} spaces gained")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
