@@ -2,7 +2,6 @@
 the raw-turn fallback (DESIGN §7-8). Views never import this package."""
 from .beam import BeamTrace, HierarchyView, Scored, beam_search
 from .dialogue import DialogueScoring, named_speakers, query_texts, query_vector
-from .dialogue import DialogueScoring, named_speakers, query_texts, query_vector
 from .fallback import TurnIndex, confidence, rrf_fuse, turn_text, with_fallback
 from .lexical import LexicalIndex, minmax, tokenize
 from .retriever import RetrievalResult, SpaceIndex, amu_search_text
