@@ -11,7 +11,7 @@ from etamem.affect import VaderAffectTagger
 from etamem.config import Config
 from etamem.encoders import CachedEncoder
 from etamem.retrieval import DialogueScoring, named_speakers, query_vector
-from etamem.retrieval.dialogue import is_question, without_names
+from etamem.retrieval.dialogue import is_question, query_texts, without_names
 from etamem.retrieval.search import dialogue_scoring, turn_context
 
 T0 = datetime(2024, 5, 1, 18, tzinfo=timezone.utc)
@@ -43,6 +43,9 @@ def test_named_speakers_and_without_names():
     assert named_speakers("What did Ann's dog eat?", speakers) == ("Ann",)
     assert named_speakers("Did Ann Lee meet Bob?", speakers) == ("Ann Lee", "Bob")  # the longest name
     assert named_speakers("Ann met Ann Lee.", speakers) == ("Ann", "Ann Lee")
+    # role labels are not names: "the user" stays in the query
+    assert named_speakers("What did the user say to the assistant?", ["user", "assistant", "User"]) == ()
+    assert query_texts("What did the user say?", ("user",), 0.5) == ["What did the user say?"]
     assert named_speakers("Annie and bob went out", speakers) == ()  # whole words, case as stored
     assert without_names("Did Ann Lee meet Bob's sister?", ["Ann", "Ann Lee", "Bob"]) == "Did meet sister?"
     assert is_question("Any fun plans?") and is_question('She asked "why?"') and not is_question("Fine. Why not")

@@ -44,13 +44,20 @@ def _names_pattern(names: tuple[str, ...]) -> re.Pattern:
     return re.compile(r"(?<!\w)(" + alternatives + r")(?:'s|’s)?(?!\w)")
 
 
+# speaker labels that are roles, not names ("user" / "assistant" in LongMemEval and chat logs): a
+# query saying "the user" is not about a person named so, and the word must stay in it
+ROLE_LABELS = frozenset({"user", "assistant", "system", "human", "ai", "bot", "model", "me", "you"})
+
+
 def _clean(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted({n.strip() for n in names if n and n.strip()}))
+    """Distinct stripped names, role labels (`ROLE_LABELS`, any case) left out, sorted."""
+    return tuple(sorted({n.strip() for n in names if n and n.strip() and n.strip().lower() not in ROLE_LABELS}))
 
 
 def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
     """The speakers whose name occurs in the query as a whole word (case as stored, a possessive
-    "'s" allowed; where names overlap, the longest match), sorted."""
+    "'s" allowed; where names overlap, the longest match; role labels such as "user" never count),
+    sorted."""
     names = _clean(speakers)
     return tuple(sorted(set(_names_pattern(names).findall(query)))) if names else ()
 
