@@ -14,7 +14,7 @@ budget goes to it), and the union is merged on the `amu` store's scale exactly a
 `SpaceIndex.search` merges, then `search_space` applies the raw-turn fallback policy.
 
 This reads private parts of the engine (`Memory._space`, `Memory._known_space`,
-`Memory._encode_queries`, `SpaceIndex._merge`, `SpaceIndex._replies`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
+`Memory._encode_queries`, `SpaceIndex._merge`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
 the Event tree ("text" | "affect"), read by `SpaceViews.add` / `load`, `SpaceIndex` (the Event
 hierarchy's vector column, its routing index's dimension, the Event query vector) and
 `Memory.retrieve` (tag the query when the Event view needs it); one store would then hold the
@@ -71,8 +71,7 @@ class SplitIndex:
                                    routing_candidates=routing_candidates, context=context,
                                    context_share=context_share)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
-        if dialogue is not None and dialogue.replies is not None:
-            found = {v: hits + self.base._replies(hits, dialogue.replies) for v, hits in found.items()}
+        found = self.base.with_replies(found, dialogue)
         window = parse_time_window(query, now)
         ranked = self.base._merge(found, q_text, self.base.amu_lex.query_ids(query), beta, window,
                                   is_when_question(query), time_boost, context, context_share, dialogue)

@@ -419,15 +419,23 @@ class SpaceIndex:
             if trace:
                 traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
-        if dialogue is not None and dialogue.replies is not None:
-            found = {v: hits + self._replies(hits, dialogue.replies) for v, hits in found.items()}
+        found = self.with_replies(found, dialogue)
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
                              context_share, dialogue)
         return RetrievalResult(ranked, plan, window, traces)
 
+    def with_replies(self, found: dict[str, list[Scored]], dialogue: DialogueScoring | None
+                     ) -> dict[str, list[Scored]]:
+        """Each view's hits followed by unscored entries for the AMUs of the replies to the
+        questions among them (`dialogue.replies`; the merge scores them); `found` itself when
+        `dialogue` follows no replies."""
+        if dialogue is None or dialogue.replies is None:
+            return found
+        return {v: hits + self._replies(hits, dialogue.replies) for v, hits in found.items()}
+
     def _replies(self, hits: list[Scored], replies) -> list[Scored]:
         """Unscored entries for the AMUs of the replies to the questions among `hits` that are
-        not hits already (the merge scores them)."""
+        not hits already."""
         question = self.rows["question"]
         asked = [s.key for s in hits if question[self.row_of[s.key]]]
         if not asked:
