@@ -5,7 +5,9 @@
 BEFORE_DIR / AFTER_DIR: `--out` folders of `etamem bench` (their `results.jsonl`), e.g. the same
 stores searched with `--set` turning a change off and with the defaults. Prints, per system, the
 mean recall@k per space (conversation) in both runs and the difference, and how many spaces
-gained. Retrieval rows only; a question is counted where both runs have it.
+gained, then the overall difference with its 95% paired bootstrap interval (questions resampled,
+`--resamples` times, seeded) and how many questions went up or down. Retrieval rows only; a
+question is counted where both runs have it.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
+
+import numpy as np
 
 
 def recalls(folder: str | Path, system: str, k: int) -> dict[str, dict[str, float]]:
@@ -39,12 +43,28 @@ def compare(before: str, after: str, system: str, k: int = 20) -> list[dict]:
     return rows
 
 
+def paired_interval(before: str, after: str, system: str, k: int = 20, resamples: int = 5000,
+                    seed: int = 0) -> dict:
+    """Mean recall@k difference (after - before) over the questions in both runs, its 95%
+    percentile bootstrap interval (questions resampled with replacement) and the counts of
+    questions whose recall went up / down."""
+    a, b = recalls(before, system, k), recalls(after, system, k)
+    pairs = [(a[s][q], b[s][q]) for s in set(a) & set(b) for q in sorted(set(a[s]) & set(b[s]))]
+    diff = np.array([y - x for x, y in pairs], np.float64)
+    if not diff.size:
+        return {"questions": 0}
+    means = diff[np.random.default_rng(seed).integers(0, diff.size, (resamples, diff.size))].mean(axis=1)
+    return {"questions": int(diff.size), "difference": float(diff.mean()), "low": float(np.percentile(means, 2.5)),
+            "high": float(np.percentile(means, 97.5)), "up": int((diff > 0).sum()), "down": int((diff < 0).sum())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--systems", nargs="+", default=["etamem", "no-fallback"])
     ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples of the questions")
     args = ap.parse_args(argv)
     for system in args.systems:
         rows = compare(args.before, args.after, system, args.k)
@@ -56,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['space']} | {r['questions']} | {r['before']:.3f} | {r['after']:.3f} | "
                   f"{100 * (r['after'] - r['before']):+.1f} |")
         print(f"\n{sum(r['after'] > r['before'] for r in rows)} of {len(rows)} spaces gained")
+        d = paired_interval(args.before, args.after, system, args.k, args.resamples)
+        print(f"overall: {100 * d['difference']:+.2f} points over {d['questions']} questions, 95% paired bootstrap "
+              f"interval [{100 * d['low']:+.2f}, {100 * d['high']:+.2f}]; {d['up']} up, {d['down']} down")
     return 0
 
 

@@ -9,7 +9,7 @@
 Nothing heavy is imported or computed here: models load on first use.
 """
 from .config import Config
-from .types import AMU, Answer, Hit, StageCost, Turn, UnknownIdError, UnknownSpaceError
+from .types import AMU, Answer, Hit, MemoryContext, StageCost, Turn, UnknownIdError, UnknownSpaceError
 
 __version__ = "0.1.0"
 
@@ -22,4 +22,4 @@ def __getattr__(name):  # lazy: keep `import etamem` cheap
     raise AttributeError(f"module 'etamem' has no attribute {name!r}")
 
 
-__all__ = ["Memory", "Config", "Turn", "AMU", "Hit", "Answer", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]
+__all__ = ["Memory", "Config", "Turn", "AMU", "Hit", "Answer", "MemoryContext", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]

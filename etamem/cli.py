@@ -135,12 +135,12 @@ def cmd_ingest(args) -> int:
     rows = []
     with _memory(args, args.store) as mem:
         fresh = _check_all(mem, conversations, args.replace)  # a bad turn anywhere stores nothing
-        for conv, n_fresh in zip(conversations, fresh):
+        for conv, (n_fresh, n_skipped) in zip(conversations, fresh):
             t0 = time.perf_counter()
             if conv.space in mem.spaces() and args.replace:
                 _confirm_replace(args, mem, conv.space)
                 mem.delete(space=conv.space)
-            present = len(conv.turns) - n_fresh
+            present = len(conv.turns) - n_skipped - n_fresh
             bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
             try:
                 for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
@@ -157,9 +157,10 @@ def cmd_ingest(args) -> int:
             bar.close()
             amus = mem.list(conv.space)
             pol = polarity_counts(amus)
-            rows.append((conv.space, len(conv.turns), len(amus), pol, time.perf_counter() - t0))
-            print(f"{conv.space}: turns {len(conv.turns)} (added {len(conv.turns) - present}, already present "
-                  f"{present}), AMUs {len(amus)}, polarity neg {pol['negative']} / neu {pol['neutral']} / "
+            rows.append((conv.space, len(conv.turns) - n_skipped, len(amus), pol, time.perf_counter() - t0))
+            skipped = f", skipped {n_skipped}: no text or a system message" if n_skipped else ""
+            print(f"{conv.space}: turns {len(conv.turns) - n_skipped} (added {n_fresh}, already present "
+                  f"{present}{skipped}), AMUs {len(amus)}, polarity neg {pol['negative']} / neu {pol['neutral']} / "
                   f"pos {pol['positive']}, {rows[-1][4]:.1f} s")
             for line in format_view_stats(mem.stats(conv.space)["views"]):
                 print(f"  {line}")
@@ -173,10 +174,11 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def _check_all(mem, conversations, replace: bool) -> list[int]:
+def _check_all(mem, conversations, replace: bool) -> list[tuple[int, int]]:
     """Validate every turn of every conversation before anything is stored (ValueError naming
-    the file and line, or record and turn, and the field); per conversation, the number of its
-    turns not yet stored (all of them with `replace`)."""
+    the file and line, or record and turn, and the field); per conversation, (the number of its
+    turns not yet stored (all of them with `replace`), the number of its items skipped: chat
+    messages without text or of a system role)."""
     from .inputs import validate_space
 
     counts = []
@@ -186,7 +188,9 @@ def _check_all(mem, conversations, replace: bool) -> list[int]:
             conv.space = validate_space(conv.space)
         except ValueError as exc:
             raise ValueError(f"{labels[0] if labels else conv.space}: {exc}") from None
-        counts.append(len(mem.check(conv.turns, space=conv.space, labels=labels, new_space=replace)))
+        kept = len(mem.check(conv.turns, space=conv.space, labels=labels, new_space=True))
+        fresh = kept if replace else len(mem.check(conv.turns, space=conv.space, labels=labels))
+        counts.append((fresh, len(conv.turns) - kept))
     return counts
 
 
@@ -455,9 +459,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(d)
     d.set_defaults(func=cmd_demo)
 
+    from .datasets import FORMATS
+
     i = sub.add_parser("ingest", help="ingest a conversation file into a store")
     i.add_argument("file")
-    i.add_argument("--format", required=True, choices=["locomo", "longmemeval", "jsonl"])
+    i.add_argument("--format", required=True, choices=list(FORMATS),
+                   help="locomo, longmemeval, jsonl (one turn per line) or chat (one chat message per line: "
+                        "role, content, optional name, id, timestamp, session_id; optional space)")
     i.add_argument("--store", required=True, help="store directory")
     i.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     i.add_argument("--replace", action="store_true",

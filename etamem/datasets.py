@@ -1,5 +1,6 @@
 """Readers for conversation files in their official layouts (read unchanged):
-LoCoMo (`locomo10.json`), LongMemEval (`longmemeval_s.json`) and a plain JSONL of turns.
+LoCoMo (`locomo10.json`), LongMemEval (`longmemeval_s.json`), a plain JSONL of turns and a JSONL
+of chat messages.
 
 Each reader yields `Conversation`s: a space name, turn dicts ready for `Memory.add`, and
 the questions that come with it (dataset fields kept as given). A file that cannot be read
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
-FORMATS = ("locomo", "longmemeval", "jsonl")
+FORMATS = ("locomo", "longmemeval", "jsonl", "chat")
 
 
 @dataclass
@@ -119,9 +120,10 @@ def _longmemeval_question(q: dict) -> Conversation:
                         question_date=q.get("question_date"))
 
 
-def read_jsonl(path: str | Path) -> Iterator[Conversation]:
+def read_jsonl(path: str | Path, item: str = "turn") -> Iterator[Conversation]:
     """JSONL, one turn per line: `session_id, speaker, text, timestamp`, optional `turn_id`,
-    `extra`, and `space` (default "default"); lines are grouped by space in file order."""
+    `extra`, and `space` (default "default"); lines are grouped by space in file order. `item`
+    names a line in errors (`talk.jsonl:3: turn.timestamp: ...`)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
@@ -147,13 +149,20 @@ def read_jsonl(path: str | Path) -> Iterator[Conversation]:
             if not isinstance(space, str):
                 raise ValueError(f"{path}:{n}: space: expected a string, got {type(space).__name__}")
             by_space.setdefault(space, []).append(row)
-            lines.setdefault(space, []).append(f"{path}:{n}: turn")
+            lines.setdefault(space, []).append(f"{path}:{n}: {item}")
     for space, turns in by_space.items():
         yield Conversation(space=space, turns=turns, labels=lines[space])
 
 
+def read_chat(path: str | Path) -> Iterator[Conversation]:
+    """JSONL of chat messages, one per line, as `Memory.add` takes them (`role`, `content`,
+    optional `name`, `id`, `timestamp` or `created_at`, `session_id`) with an optional `space`
+    (default "default"); errors name the line (`chat.jsonl:3: message.content: ...`)."""
+    return read_jsonl(path, item="message")
+
+
 def read_conversations(path: str | Path, fmt: str) -> Iterator[Conversation]:
-    readers = {"locomo": read_locomo, "longmemeval": read_longmemeval, "jsonl": read_jsonl}
+    readers = {"locomo": read_locomo, "longmemeval": read_longmemeval, "jsonl": read_jsonl, "chat": read_chat}
     if fmt not in readers:
         raise ValueError(f"format: expected one of {FORMATS}, got {fmt!r}")
     return readers[fmt](path)

@@ -1,19 +1,23 @@
 """Validation and normalisation of user input to `Memory` (all-or-nothing).
 
 Limits: a turn's text is at most `max_turn_chars` characters (Config, default 100,000), its
-`extra` at most that much as JSON; speaker, session_id and turn_id at most 200 characters. Text
-fields may not hold control characters other than tab, newline and carriage return, nor lone
-surrogates (text that is not valid UTF-8). Space names: see `validate_space`.
+`extra` at most that much as JSON; speaker, session_id and turn_id at most 200 characters.
+Control characters other than tab, newline and carriage return inside a turn's text or a query
+are replaced (`clean_text`: terminal escape sequences removed, others become U+FFFD), since
+real chat logs carry them; in speakers and ids they are refused. No field may hold a lone
+surrogate (text that is not valid UTF-8). Space names: see `validate_space`.
 """
 from __future__ import annotations
 
 import json
 import re
 import unicodedata
-from dataclasses import replace
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .config import MAX_TURN_CHARS, shown
+from .messages import is_message, message_fields
 from .timeparse import parse_timestamp
 from .types import Turn
 
@@ -21,6 +25,13 @@ _TURN_KEYS = {"session_id", "speaker", "text", "timestamp", "turn_id", "extra", 
 MAX_SPACE_CHARS = 128
 MAX_ID_CHARS = 200  # speaker, session_id, turn_id
 _BAD_TEXT_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")  # C0 but \t\n\r; surrogates
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# terminal escape sequences (CSI "ESC [ ... m", OSC "ESC ] ... BEL", two-character ESC forms), then any
+# other C0 control character but tab, newline and carriage return
+_CONTROL_RUN = re.compile("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[@-Z\\\\-_]"
+                          "|[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_CONTROL_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+REPLACEMENT = "\ufffd"
 _BAD_SPACE_CHAR = re.compile("[\x00-\x1f\x7f-\x9f/\\\\\ud800-\udfff]")  # C0, DEL, C1; '/', '\\'; surrogates
 
 
@@ -49,14 +60,27 @@ def _describe(ch: str) -> str:
     return f"control character U+{ord(ch):04X}" + (" (NUL)" if ch == "\x00" else "")
 
 
-def check_text(value: str, where: str, max_chars: int, *, limit_name: str | None = None) -> str:
-    """`value` if it has at most `max_chars` characters and no control character other than
-    tab, newline and carriage return, nor a lone surrogate; else ValueError naming `where`."""
+def clean_text(text: str) -> tuple[str, int]:
+    """(`text` with its control characters replaced, how many there were): terminal escape
+    sequences are removed whole, every other control character but tab, newline and carriage
+    return becomes U+FFFD. NUL included (PostgreSQL cannot store it)."""
+    count = len(_CONTROL_CHAR.findall(text))
+    if not count:
+        return text, 0
+    return _CONTROL_RUN.sub(lambda m: "" if m.group().startswith("\x1b") and len(m.group()) > 1 else REPLACEMENT,
+                            text), count
+
+
+def check_text(value: str, where: str, max_chars: int, *, limit_name: str | None = None,
+               controls: bool = True) -> str:
+    """`value` if it has at most `max_chars` characters, no lone surrogate and (`controls`) no
+    control character other than tab, newline and carriage return; else ValueError naming
+    `where`."""
     if len(value) > max_chars:
         limit = f"{limit_name}={max_chars}" if limit_name else str(max_chars)
         fix = "; split the text into several turns or raise max_turn_chars" if limit_name == "max_turn_chars" else ""
         raise ValueError(f"{where}: {len(value)} characters, more than {limit}{fix}")
-    bad = _BAD_TEXT_CHAR.search(value)
+    bad = (_BAD_TEXT_CHAR if controls else _SURROGATE).search(value)
     if bad:
         note = (" (not valid Unicode text: it cannot be encoded as UTF-8)" if "\ud800" <= bad.group() <= "\udfff"
                 else "; only tab, newline and carriage return are allowed")
@@ -64,14 +88,15 @@ def check_text(value: str, where: str, max_chars: int, *, limit_name: str | None
     return value
 
 
-def _required_str(value: Any, where: str, max_chars: int = MAX_ID_CHARS, limit_name: str | None = None) -> str:
+def _required_str(value: Any, where: str, max_chars: int = MAX_ID_CHARS, limit_name: str | None = None,
+                  controls: bool = True) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         if value.bit_length() > 13_000:  # about 4,000 digits: Python refuses str() of such ints
             raise ValueError(f"{where}: expected a non-empty string, got an integer of over 3,900 digits")
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{where}: expected a non-empty string, got {shown(value)}")
-    return check_text(value, where, max_chars, limit_name=limit_name)
+    return check_text(value, where, max_chars, limit_name=limit_name, controls=controls)
 
 
 def _turn_space(value: Any, space: str, where: str) -> None:
@@ -95,27 +120,73 @@ def turn_items(turns: Any) -> list:
     return list(turns)
 
 
-def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default_tz: str,
-                    existing_ids: set[str] | None = None, next_seq: int = 0,
-                    max_turn_chars: int = MAX_TURN_CHARS, labels: Sequence[str] | None = None) -> list[Turn]:
-    """Check every item and return `Turn`s for `space`; raise ValueError naming the first bad
-    field (e.g. `turns[3].timestamp`, or `<labels[3]>.timestamp` when the caller knows where
-    item 3 comes from, e.g. `talk.jsonl:4: turn`) before anything is stored. Limits: see the
-    module doc.
+@dataclass
+class TurnBatch:
+    """What `read_turns` made of a call's items: the `turns`, where each came from (`places`),
+    how many items were `skipped` (chat messages with no text, instruction roles) and how many
+    control characters were `replaced` in texts (see `clean_text`)."""
 
-    Dicts need `session_id, speaker, text, timestamp`; `turn_id` and `extra` (a dict of
-    JSON values, e.g. a photo caption under `blip_caption`) are optional. Missing turn ids
-    become `t<seq>` in the order given.
+    turns: list[Turn]
+    places: list[str] = field(default_factory=list)  # where each turn came from, for errors: "turns[3]"
+    skipped: int = 0
+    replaced: int = 0
+
+
+@dataclass
+class SessionClock:
+    """Default session ids for turns given without one: the session of the turn before (in the
+    call, else the space's last stored turn when its session is still open) when at most `gap`
+    of silence lies between them, else a new session `chat-<UTC time of its first turn>`
+    (`-2`, `-3`, ... when `taken(id)` says the store has it)."""
+
+    gap: timedelta = timedelta(minutes=30)
+    last_session: str | None = None
+    last_time: datetime | None = None
+    taken: Callable[[str], bool] = lambda sid: False
+
+    def session_for(self, given: str | None, when: datetime) -> str:
+        if given is None:
+            if (self.last_session is not None and self.last_time is not None
+                    and abs(when - self.last_time) <= self.gap):
+                given = self.last_session
+            else:
+                stem = f"chat-{when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+                given, n = stem, 1
+                while self.taken(given) or given == self.last_session:
+                    n += 1
+                    given = f"{stem}-{n}"
+        self.last_session, self.last_time = given, when
+        return given
+
+
+def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default_tz: str,
+               existing_ids: set[str] | None = None, next_seq: int = 0, max_turn_chars: int = MAX_TURN_CHARS,
+               labels: Sequence[str] | None = None, now: datetime | None = None,
+               sessions: SessionClock | None = None, keep_system: bool = False,
+               known: Mapping[str, Turn] | None = None) -> TurnBatch:
+    """Check every item and return the `TurnBatch` to store in `space`; raise ValueError naming
+    the first bad field (e.g. `turns[3].timestamp`, or `<labels[3]>.timestamp` when the caller
+    knows where item 3 comes from, e.g. `talk.jsonl:4: turn`) before anything is stored. Limits:
+    see the module doc.
+
+    Items are `Turn`s, turn dicts (`speaker, text`, optional `session_id, timestamp, turn_id,
+    extra, space`) or chat messages (`role, content`, ...: see `etamem.messages`). A missing
+    timestamp is `now` (default: the time of the call, UTC); a missing session id comes from
+    `sessions` (a `SessionClock`); a missing turn id is `t<seq>`, counting from `next_seq` in the
+    order given. A turn whose id is in `known` (the stored turns by id) takes its missing
+    timestamp and session from the stored one: a retry without them is the same message.
+    Control characters in texts are replaced (`clean_text`), not refused.
     """
     space = validate_space(space)
     if isinstance(items, (Turn, Mapping)):
         items = [items]
-    out: list[Turn] = []
+    items = list(items)
+    if labels is not None and len(labels) != len(items):
+        raise ValueError(f"labels: {len(labels)} labels for {len(items)} turns")
+    now = now or datetime.now(timezone.utc)
+    sessions = sessions or SessionClock()
+    batch = TurnBatch([])
     seen: set[str] = set()
-    if labels is not None:
-        items = list(items)
-        if len(labels) != len(items):
-            raise ValueError(f"labels: {len(labels)} labels for {len(items)} turns")
     for i, item in enumerate(items):
         where = f"turns[{i}]" if labels is None else labels[i]
         if isinstance(item, Turn):
@@ -123,22 +194,44 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
                 _turn_space(item.space, space, where)
             fields = {"session_id": item.session_id, "speaker": item.speaker, "text": item.text,
                       "timestamp": item.timestamp, "turn_id": item.turn_id, "extra": item.extra}
+        elif isinstance(item, Mapping) and is_message(item):
+            fields = message_fields(item, where, keep_system=keep_system)
+            if fields is None:
+                batch.skipped += 1
+                continue
         elif isinstance(item, Mapping):
             unknown = set(item) - _TURN_KEYS
             if unknown:
-                raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_TURN_KEYS)}")
-            if item.get("space") is not None:
-                _turn_space(item["space"], space, where)
+                raise ValueError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; allowed: {sorted(_TURN_KEYS)} "
+                                 "(or a chat message: role, content, ...)")
             fields = dict(item)
         else:
-            raise ValueError(f"{where}: expected a Turn or a dict, got {type(item).__name__}")
-        for name in ("session_id", "speaker", "text", "timestamp"):
+            raise ValueError(f"{where}: expected a Turn, a turn dict or a chat message, got {type(item).__name__}")
+        if fields.get("space") is not None:
+            _turn_space(fields["space"], space, where)
+        for name in ("speaker", "text"):
             if fields.get(name) is None:
                 raise ValueError(f"{where}.{name}: missing")
-        session_id = _required_str(fields["session_id"], f"{where}.session_id")
         speaker = _required_str(fields["speaker"], f"{where}.speaker").strip()
-        text = _required_str(fields["text"], f"{where}.text", max_turn_chars, "max_turn_chars").strip()
-        timestamp = parse_timestamp(fields["timestamp"], default_tz, field=f"{where}.timestamp")
+        text, replaced = clean_text(_required_str(fields["text"], f"{where}.text", max_turn_chars, "max_turn_chars",
+                                                  controls=False))
+        text = text.strip()
+        if not text:
+            raise ValueError(f"{where}.text: nothing left once control characters were removed")
+        batch.replaced += replaced
+        turn_id = fields.get("turn_id")
+        turn_id = f"t{next_seq + i}" if turn_id is None else _required_str(turn_id, f"{where}.turn_id")
+        before = (known or {}).get(turn_id)
+        if fields.get("timestamp") is not None:
+            timestamp = parse_timestamp(fields["timestamp"], default_tz, field=f"{where}.timestamp")
+        else:
+            timestamp = now if before is None else before.timestamp
+        given_session = fields.get("session_id")
+        if given_session is not None:
+            given_session = _required_str(given_session, f"{where}.session_id")
+        elif before is not None:
+            given_session = before.session_id
+        session_id = sessions.session_for(given_session, timestamp)
         extra = fields.get("extra") or {}
         if not isinstance(extra, Mapping):
             raise ValueError(f"{where}.extra: expected a dict, got {type(extra).__name__}")
@@ -148,16 +241,20 @@ def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, de
             raise ValueError(f"{where}.extra: not JSON-serialisable ({exc})") from None
         if size > max_turn_chars:
             raise ValueError(f"{where}.extra: {size} characters as JSON, more than max_turn_chars={max_turn_chars}")
-        turn_id = fields.get("turn_id")
-        turn_id = f"t{next_seq + i}" if turn_id is None else _required_str(turn_id, f"{where}.turn_id")
         if turn_id in seen:
             raise ValueError(f"{where}.turn_id: {turn_id!r} appears twice in this call")
         if existing_ids and turn_id in existing_ids:
             raise ValueError(f"{where}.turn_id: {turn_id!r} is already stored in space {space!r}")
         seen.add(turn_id)
-        out.append(Turn(turn_id=turn_id, session_id=session_id, speaker=speaker, text=text,
-                        timestamp=timestamp, space=space, extra=dict(extra)))
-    return out
+        batch.turns.append(Turn(turn_id=turn_id, session_id=session_id, speaker=speaker, text=text,
+                                timestamp=timestamp, space=space, extra=dict(extra)))
+        batch.places.append(where)
+    return batch
+
+
+def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, **kwargs: Any) -> list[Turn]:
+    """The turns of `read_turns(items, space, **kwargs)` (same checks and defaults)."""
+    return read_turns(items, space, **kwargs).turns
 
 
 def with_space(turn: Turn, space: str) -> Turn:
@@ -168,10 +265,14 @@ MAX_TOP_K = 10_000  # a search returns at most this many hits
 
 
 def validate_query(query: Any, max_chars: int) -> str:
-    """A search query: a non-empty string of text (see `check_text`), at most `max_chars`."""
+    """A search query: a non-empty string of text (see `check_text`), at most `max_chars`, its
+    control characters replaced (`clean_text`)."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"query: expected a non-empty string, got {shown(query)}")
-    return check_text(query, "query", max_chars, limit_name="max_turn_chars")
+    text, _ = clean_text(check_text(query, "query", max_chars, limit_name="max_turn_chars", controls=False))
+    if not text.strip():
+        raise ValueError("query: nothing left once control characters were removed")
+    return text
 
 
 def validate_top_k(top_k: Any) -> int:
@@ -189,13 +290,25 @@ def same_turn(a: Turn, b: Turn) -> bool:
                                                                         b.extra)
 
 
-def check_same_content(clean: list[Turn], stored: Mapping[str, Turn], space: str,
+def given_ids(items: Sequence[Any]) -> list[str]:
+    """The turn ids the items give (`turn_id` of turns, `id` of chat messages), to look up."""
+    out = []
+    for item in items:
+        value = item.turn_id if isinstance(item, Turn) else (
+            item.get("id" if is_message(item) else "turn_id") if isinstance(item, Mapping) else None)
+        if isinstance(value, str):
+            out.append(value)
+    return out
+
+
+def check_same_content(clean: list[Turn] | TurnBatch, stored: Mapping[str, Turn], space: str,
                        labels: Sequence[str] | None = None) -> None:
     """ValueError naming the first turn of `clean` whose id is in `stored` (id -> stored turn)
-    with other content (`labels[i]` or `turns[i]` as its place)."""
-    for i, t in enumerate(clean):
-        if t.turn_id in stored and not same_turn(t, stored[t.turn_id]):
-            where = f"turns[{i}]" if labels is None else labels[i]
+    with other content (a `TurnBatch`'s places, else `labels[i]` or `turns[i]` as its place)."""
+    batch = clean if isinstance(clean, TurnBatch) else TurnBatch(list(clean))
+    for i, t in enumerate(batch.turns):
+        if t.turn_id in stored and not same_turn(stored[t.turn_id], t):
+            where = batch.places[i] if batch.places else f"turns[{i}]" if labels is None else labels[i]
             raise ValueError(f"{where}.turn_id: {t.turn_id!r} is already stored in space {space!r} "
                              f"with other content ({describe_difference(stored[t.turn_id], t)})")
 

@@ -1,6 +1,6 @@
 """MCP server (PyPI `mcp`, imported lazily: `pip install 'etamem[mcp]'`): the memory as tools for
-agent frameworks — `add_memory`, `search_memory`, `delete_memory`, `answer` — over stdio or
-streamable HTTP (`etamem mcp STORE [--transport http --port N]`).
+agent frameworks — `add_memory`, `search_memory`, `get_context`, `delete_memory`, `answer` — over
+stdio or streamable HTTP (`etamem mcp STORE [--transport http --port N]`).
 
 Tenancy as in the HTTP API (`etamem.tenancy`): over HTTP each request's `Authorization: Bearer`
 key decides the spaces; over stdio the process's key (`ETAMEM_API_KEY`, checked again on every
@@ -10,10 +10,10 @@ thread. A bad argument or a refused space is a tool error with the message, not 
 # no `from __future__ import annotations`: the mcp package reads the tools' annotations at run time
 import functools
 import os
-from typing import Any
+from typing import Union
 
 from . import tenancy
-from .server import hit_json, run_scoped, unit_json
+from .server import MessageItem, TurnItem, hit_json, run_scoped, unit_json
 from .types import UnknownIdError
 
 API_KEY_ENV = "ETAMEM_API_KEY"
@@ -34,9 +34,11 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
 
     Context, MCPServer, ToolError = _mcp()
     server = MCPServer(name="etamem", instructions=(
-        "Long-term memory of conversations. Store dialogue turns with add_memory (give turn ids: "
-        "retries are then safe), find what was said with search_memory, answer questions from memory "
-        "with answer, and forget with delete_memory. Each tool works in one space (a user or an agent)."))
+        "Long-term memory of conversations. Store chat messages ({role, content}) or dialogue turns "
+        "({speaker, text}) with add_memory (give ids: retries are then safe; times default to now); "
+        "get a dated memory packet for your system prompt with get_context, find what was said with "
+        "search_memory (hits carry their source turns), answer questions from memory with answer, and "
+        "forget with delete_memory. Each tool works in one space (a user or an agent)."))
     limiter = anyio.CapacityLimiter(4)
 
     def caller_of(ctx) -> tenancy.Caller:
@@ -60,19 +62,29 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
             raise ToolError(str(exc)) from None
 
     @server.tool()
-    async def add_memory(space: str, turns: list[dict[str, Any]], ctx: Context) -> dict:
-        """Store dialogue turns in a space and extract memory units from them. Each turn: session_id,
-        speaker, text, timestamp (ISO 8601), optional turn_id (makes retries safe) and extra."""
-        units = await engine("add", ctx, memory.add, turns, space=space)
+    async def add_memory(space: str, turns: list[Union[MessageItem, TurnItem]], ctx: Context) -> dict:
+        """Store chat messages or dialogue turns in a space and extract memory units from them. A
+        message: role, content, optional name, id (makes retries safe), timestamp, session_id. A
+        turn: speaker, text, optional session_id, timestamp, turn_id (makes retries safe), extra.
+        Timestamps default to now, sessions to the space's open one."""
+        items = [t.model_dump(exclude_unset=True) for t in turns]  # plain dicts, as the engine takes them
+        units = await engine("add", ctx, memory.add, items, space=space)
         return {"units": [unit_json(a) for a in units]}
 
     @server.tool()
     async def search_memory(space: str, query: str, ctx: Context, top_k: int | None = None,
                             now: str | None = None) -> dict:
-        """The memory units of a space that best match the query, best first, with their source
-        turn ids; `now` is the date the question is asked (for "last week")."""
+        """The memory units of a space that best match the query, best first, each with its source
+        turns (the messages it was drawn from); `now` is the date the question is asked (for "last week")."""
         result = await engine("search", ctx, memory.retrieve, query, space, top_k=top_k, now=now)
         return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns}
+
+    @server.tool()
+    async def get_context(space: str, query: str, ctx: Context, top_k: int | None = None,
+                          now: str | None = None) -> dict:
+        """A prompt-ready memory packet (facts with their dates) for the query, to put in a system
+        prompt; `now` is the date the question is asked."""
+        return {"context": await engine("context", ctx, memory.context, query, space, top_k=top_k, now=now)}
 
     @server.tool()
     async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
@@ -92,23 +104,25 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
 
 
 def run(store: str, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8421, config=None) -> None:
-    """Serve `store` over MCP until stopped (stdio: until the client closes stdin)."""
+    """Serve `store` over MCP until stopped (stdio: until the client closes stdin); the models are
+    loaded before the first call."""
     from .memory import Memory
 
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport: expected 'stdio' or 'http', got {transport!r}")
+    key = os.environ.get(API_KEY_ENV) if transport == "stdio" else None
+    if transport == "stdio" and not key:
+        raise ValueError(f"{API_KEY_ENV}: set the API key this stdio server acts for (etamem keys create)")
     admin_key = os.environ.get("ETAMEM_ADMIN_KEY") or None
     memory = Memory(store, config)
     try:
+        memory.warm()
         if transport == "stdio":
-            key = os.environ.get(API_KEY_ENV)
-            if not key:
-                raise ValueError(f"{API_KEY_ENV}: set the API key this stdio server acts for (etamem keys create)")
             build_server(memory, stdio_key=key, admin_key=admin_key).run("stdio")
-        elif transport == "http":
+        else:
             import uvicorn
 
             app = build_server(memory, admin_key=admin_key).streamable_http_app(host=host)
             uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
-        else:
-            raise ValueError(f"transport: expected 'stdio' or 'http', got {transport!r}")
     finally:
         memory.close()

@@ -21,7 +21,8 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from itertools import groupby
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -32,17 +33,20 @@ from . import derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
 from . import tenancy
-from .inputs import check_same_content, normalise_turns, turn_items, validate_query, validate_space, validate_top_k
+from .inputs import (SessionClock, TurnBatch, check_same_content, given_ids, read_turns, turn_items, validate_query,
+                     validate_space, validate_top_k)
 from .live_space import LiveSpace
 from .store import STORE_FILE, open_store  # noqa: F401 - STORE_FILE: the store's file name
 from .threads import blas_threads
 from .timeparse import parse_timestamp
-from .types import AMU, Answer, Hit, SearchResult, StageCost, Turn, UnknownIdError, UnknownSpaceError
+from .types import AMU, Answer, Hit, MemoryContext, SearchResult, StageCost, Turn, UnknownIdError, UnknownSpaceError
+from .context import render_context, with_sources
 from .views import LLMSummariser, SpaceViews
 
 log = logging.getLogger(__name__)
 
 LLM_CACHE_FILE = "llm_cache.sqlite"
+REPLACED_KEY, SKIPPED_KEY = "control_chars_replaced", "messages_skipped"  # space meta: input counts
 
 
 class Memory:
@@ -122,7 +126,7 @@ class Memory:
             if self._extractor is None:
                 from .extraction import LLMExtractor, RuleExtractor
 
-                rule = RuleExtractor(min_words=self.config.min_amu_words)
+                rule = RuleExtractor.from_config(self.config)
                 use_llm = self.config.extractor == "llm" or (self.config.extractor == "auto" and self.llm is not None)
                 if use_llm:
                     if self.llm is None:
@@ -229,8 +233,8 @@ class Memory:
         items = turn_items(turns)
         if not items:
             return []
-        limits = {"default_tz": self.config.default_timezone, "max_turn_chars": self.config.max_turn_chars}
-        normalise_turns(items, space, **limits)  # bad input fails here, before any lock or store access
+        now = datetime.now(timezone.utc)  # the time of turns given without one: the same in both reads
+        self._read(items, space, now=now)  # bad input fails here, before any lock or store access
         _ = self.text_encoder, self.affect_tagger  # and models that do not match the store's (model identity)
         from .construction import UNITS_KEY, check_units_kind
 
@@ -238,11 +242,13 @@ class Memory:
         with self._writing(space) as live:
             with self._timed("store"):
                 next_seq = self.store.next_turn_seq(space)
-                clean = normalise_turns(items, space, next_seq=next_seq, **limits)
-                stored = self._stored_same(space, clean)
+                batch = self._read(items, space, now=now, next_seq=next_seq, from_store=True)
+                clean = batch.turns
+                stored = self._stored_same(space, batch)
                 fresh = [t for t in clean if t.turn_id not in stored]
                 if fresh:
                     self.store.insert_turns(fresh, first_seq=next_seq)
+                    self._count_input(space, batch)
                 if check_units_kind(self.store, space, self.config.unit_kind()):
                     self.store.set_space_meta(space, UNITS_KEY, self.config.unit_kind())
             new = self._process_pending(space, live)
@@ -258,22 +264,47 @@ class Memory:
               *, labels: Sequence[str] | None = None, new_space: bool = False) -> list[Turn]:
         """Validate turns as `add` would, storing nothing: ValueError naming the first bad field
         (as `labels[i]` when given, e.g. a file and line) or a turn id stored with other content.
-        Returns the turns `add` would store now (those not already stored); with `new_space`,
-        checked as if the space were empty (before replacing it)."""
+        Returns the turns `add` would store now (those not already stored, with the defaults `add`
+        would give them now); with `new_space`, checked as if the space were empty (before
+        replacing it)."""
         space = self._name(space)
         items = turn_items(turns)
-        clean = normalise_turns(items, space, default_tz=self.config.default_timezone, labels=labels,
-                                max_turn_chars=self.config.max_turn_chars,
-                                next_seq=0 if new_space else self.store.next_turn_seq(space))
+        batch = self._read(items, space, now=datetime.now(timezone.utc), labels=labels, from_store=not new_space,
+                           next_seq=0 if new_space else self.store.next_turn_seq(space))
         if new_space:
-            return clean
-        stored = self._stored_same(space, clean, labels)
-        return [t for t in clean if t.turn_id not in stored]
+            return batch.turns
+        stored = self._stored_same(space, batch)
+        return [t for t in batch.turns if t.turn_id not in stored]
 
-    def _stored_same(self, space: str, clean: list[Turn], labels: Sequence[str] | None = None) -> dict[str, Turn]:
+    def _read(self, items: list, space: str, *, now: datetime, next_seq: int = 0, labels: Sequence[str] | None = None,
+              from_store: bool = False) -> TurnBatch:
+        """`etamem.inputs.read_turns` with this config; `from_store`: defaults (session, and the
+        time and session of turns already stored) continue the space's stored state."""
+        known, clock = None, SessionClock(timedelta(minutes=self.config.session_gap_minutes))
+        if from_store:
+            known = {t.turn_id: t for t in self.store.turns(space, turn_ids=given_ids(items))}
+            last = self.store.last_turn(space)
+            if last is not None and self.store.session_state(space, last.session_id):
+                clock.last_session, clock.last_time = last.session_id, last.timestamp
+            clock.taken = lambda sid: self.store.session_state(space, sid) is not None
+        return read_turns(items, space, default_tz=self.config.default_timezone, labels=labels, now=now,
+                          max_turn_chars=self.config.max_turn_chars, next_seq=next_seq, sessions=clock,
+                          keep_system=self.config.keep_system_messages, known=known)
+
+    def _count_input(self, space: str, batch: TurnBatch) -> None:
+        """Add a write's replaced control characters and skipped messages to the space's counts
+        (space meta, reported by `stats`), with a log line."""
+        for key, n in ((REPLACED_KEY, batch.replaced), (SKIPPED_KEY, batch.skipped)):
+            if n:
+                self.store.set_space_meta(space, key, str(int(self.store.get_space_meta(space, key) or 0) + n))
+        if batch.replaced:
+            log.warning("space %s: %d control characters replaced in the text of the turns added", space,
+                        batch.replaced)
+
+    def _stored_same(self, space: str, clean: TurnBatch) -> dict[str, Turn]:
         """The stored turns among `clean` by id; ValueError when one has other content."""
-        stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean])}
-        check_same_content(clean, stored, space, labels)
+        stored = {t.turn_id: t for t in self.store.turns(space, turn_ids=[t.turn_id for t in clean.turns])}
+        check_same_content(clean, stored, space)
         return stored
 
     def flush(self, space: str = "default") -> list[AMU]:
@@ -375,7 +406,8 @@ class Memory:
         extracted — again after a deferral —, `llm_units`, `fallback_turns` / `fallback_units`
         made by the rule fallback for unusable LLM replies; zeros for extractors without
         counters), `unavailable` (times extraction was deferred because the LLM gave no reply)
-        and this space's `pending_turns`."""
+        and this space's `pending_turns`; `input`: control characters replaced in the space's turn
+        texts and chat messages skipped (no text, system roles), since the space was made."""
         live = self._space(self._known_space(space))
         try:
             extractor = self.extractor  # the one writes use (built if needed: no model call)
@@ -398,7 +430,8 @@ class Memory:
                 "summary_delta": self.config.summary_delta,
             }
             return {"space": live.name, "turns": construction["turns"], "amus": self.store.count_amus(live.name),
-                    "views": views.shape(), "construction": construction, "extraction": extraction}
+                    "views": views.shape(), "construction": construction, "extraction": extraction,
+                    "input": {k: int(self.store.get_space_meta(live.name, k) or 0) for k in (REPLACED_KEY, SKIPPED_KEY)}}
 
     def index_info(self, space: str = "default") -> dict:
         """The space's live indexes: `generation` (the store write they reflect), `saved` (the
@@ -517,18 +550,40 @@ class Memory:
         agreement with the raw-turn index) is below `fallback_threshold`, or nothing is found,
         the best raw turns are added as hits with `views == ("raw",)` (or fused, see
         `fallback_fusion`). A read: turns still pending (see `flush`) are not processed, only
-        counted in `SearchResult.pending_turns`.
+        counted in `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space
+        with nothing stored yet gives an empty result (not an error).
         """
-        from .retrieval import query_vector, search_space
-
-        validate_query(query, self.config.max_turn_chars)
+        query = validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
         bad = [v for v in views if v not in ("event", "affect", "time")]
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
+        if not self.store.has_space(self._name(space)):  # nothing stored yet: nothing found (an agent's first turn)
+            return SearchResult([], {}, {}, {})
         if self.config.method == "fta":
-            return self._retrieve_fta(query, space, k, when, trace)
+            result = self._retrieve_fta(query, space, k, when, trace)
+        else:
+            result = self._retrieve_views(query, space, k, when, views, routing, fallback, trace)
+        return replace(result, hits=with_sources(result.hits, lambda ids: self._turns_by_id(space, ids)))
+
+    def _turns_by_id(self, space: str, turn_ids: Iterable[str]) -> dict[str, Turn]:
+        """Stored turns by id: from the live raw-turn index, the others (pending) from the store."""
+        live = self._live.get(self._name(space))
+        found: dict[str, Turn] = {}
+        if live is not None:
+            with live.rw.read():
+                found = {t: turn for t in turn_ids if (turn := live.turns.turn(t)) is not None}
+        missing = [t for t in turn_ids if t not in found]
+        if missing:
+            found.update((t.turn_id, t) for t in self.store.turns(self._name(space), turn_ids=missing))
+        return found
+
+    def _retrieve_views(self, query: str, space: str, k: int, when: datetime | None, views: tuple[str, ...],
+                        routing: str | None, fallback: bool, trace: bool) -> SearchResult:
+        """ETAMem retrieval over the views (see `retrieve`)."""
+        from .retrieval import query_vector, search_space
+
         live = self._readable_space(space)
         with live.rw.read():
             named = live.index.named_speakers(query)
@@ -557,18 +612,21 @@ class Memory:
         return live
 
     def _retrieve_fta(self, query: str, space: str, k: int, when: datetime | None, trace: bool) -> SearchResult:
-        """FTA-Mem retrieval (`etamem.fta.search.search_fta`) after the LLM's query rewrite."""
+        """FTA-Mem retrieval (`etamem.fta.search.search_fta`) after the LLM's query rewrite; the
+        open session's turns that no unit cites yet are ranked with the units as provisional hits
+        (`views == ("provisional",)`, see `etamem.fta.search`)."""
         from .fta.packet import rewrite_query
-        from .fta.search import search_fta
+        from .fta.search import prepare_provisional, search_fta
 
         live = self._readable_space(space)
         text = rewrite_query(self.llm, query, now=when) if self.llm is not None and self.config.fta_rewrite else query
         q_vec = self._encode_query(text)  # models run outside the space's locks
         polarity = self.affect_tagger.tag([query]).polarities[0]
+        provisional = prepare_provisional(self.store, live.name, self.affect_tagger, self._encode_queries)
         pending = self.store.count_pending(live.name)
         with live.rw.read(), blas_threads(self.config.blas_threads):
             return search_fta(live, self.store, text, q_vec, k, self.config, now=when, polarity=polarity,
-                              trace=trace, pending=pending)
+                              trace=trace, pending=pending, provisional=provisional)
 
     def history(self, unit_id: str, space: str = "default") -> list:
         """The versions of an FTA unit, oldest first: the units joined to it by updates /
@@ -603,6 +661,8 @@ class Memory:
 
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         result = self.retrieve(question, space=space, top_k=top_k, now=when)
+        if not self.store.has_space(self._name(space)):
+            return Answer("No memories found.", [], False, "nothing is stored in this space yet")
         live = self._space(self._known_space(space))
         if self.config.method == "fta":
             from .fta.search import answer_fta
@@ -626,13 +686,41 @@ class Memory:
         live = self._space(self._known_space(space))
         q_text = self._encode_query(question)  # models run outside the space's locks
         with live.rw.read():
-            return with_fallback(hits, live.turns, question, q_text, len(hits), self.config, live.name)
+            fused = with_fallback(hits, live.turns, question, q_text, len(hits), self.config, live.name)
+        return with_sources(fused, lambda ids: self._turns_by_id(live.name, ids))
+
+    def context(self, query: str, space: str = "default", *, top_k: int | None = None,
+                now: datetime | str | None = None) -> str:
+        """The prompt-ready memory an agent puts in its system prompt for `query`: the best
+        `top_k` (default `Config.context_top_k`) memories, best first, each with the date it was
+        said and its source message (`etamem.context.render_context`; FTA-Mem: its four-section
+        packet). A space with nothing stored yet renders as an empty memory."""
+        return self.context_packet(query, space, top_k=top_k, now=now).text
+
+    def context_packet(self, query: str, space: str = "default", *, top_k: int | None = None,
+                       now: datetime | str | None = None) -> MemoryContext:
+        """`context`'s text with the hits it renders (one retrieval for both)."""
+        k = self.config.context_top_k if top_k is None else validate_top_k(top_k)
+        when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
+        hits = self.retrieve(query, space, top_k=k, now=when).hits
+        if self.config.method == "fta" and hits:
+            from .fta.search import packet_for
+
+            return MemoryContext(packet_for(self.store, self._name(space), hits, self.config), hits)
+        return MemoryContext(render_context(hits, now=when), hits)
+
+    def warm(self) -> "Memory":
+        """Load the models now (text encoder, affect tagger, extractor, the LLM client), so the
+        first request does not pay for it; returns self."""
+        self._encode_queries(["warm up"])
+        self.affect_tagger.tag(["warm up"])
+        _ = self.extractor
+        return self
 
     def _compose(self, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
         from .answering import compose_answer
 
-        turn_ids = sorted({s for h in hits for s in h.source_turn_ids})
-        sources = {t.turn_id: t for t in self.store.turns(space, turn_ids=turn_ids)}
+        sources = {t.turn_id: t for h in hits for t in h.source_turns}
         return compose_answer(question, hits, sources, llm=self.llm, style=self.config.answer_style,
                               question_date=when, n_sentences=self.config.answer_evidence_sentences,
                               time_summaries=self.time_summaries(space, hits))

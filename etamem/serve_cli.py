@@ -77,7 +77,8 @@ def add_serve_commands(sub, common) -> None:
     common(s)
     s.set_defaults(func=cmd_serve)
 
-    m = sub.add_parser("mcp", help="MCP server over a store: tools add_memory, search_memory, delete_memory, answer")
+    m = sub.add_parser("mcp", help="MCP server over a store: tools add_memory, search_memory, get_context, "
+                                         "delete_memory, answer")
     m.add_argument("store", help="store directory or PostgreSQL URL")
     m.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (key from ETAMEM_API_KEY) or streamable HTTP at /mcp (key per request)")

@@ -5,8 +5,9 @@ included; `/health` does not. A route runs its engine call in a worker thread in
 `tenancy.scope(<the key's spaces>)`, so the engine itself refuses another space (403), whatever
 the route checks. Errors are JSON: `{"error": {"code", "message", "field"}}` with the field named
 where the engine or the request schema names one. Request bodies over `max_request_bytes` get 413.
-A write is answered only once committed; on SIGTERM uvicorn stops accepting connections and
-waits for the requests in flight, then the store is closed (derived files written).
+The models are loaded at startup, before uvicorn accepts connections. A write is answered only
+once committed; on SIGTERM uvicorn stops accepting connections and waits for the requests in
+flight, then the store is closed (derived files written).
 """
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import json
 import logging
 import re
 import time
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from . import tenancy
 from .metrics import Metrics, span
-from .types import AMU, Hit, UnknownIdError, UnknownSpaceError
+from .types import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 
 log = logging.getLogger(__name__)
 _FIELD = re.compile(r"^([A-Za-z_][\w\[\]\.]*)(?=[: ])")
@@ -38,9 +41,68 @@ def unit_json(a: AMU) -> dict[str, Any]:
             "polarity_scores": list(a.polarity_scores), "status": a.status, "space": a.space}
 
 
+def turn_json(t: Turn) -> dict[str, Any]:
+    return {"turn_id": t.turn_id, "session_id": t.session_id, "speaker": t.speaker,
+            "timestamp": t.timestamp.isoformat(), "text": t.text}
+
+
 def hit_json(h: Hit) -> dict[str, Any]:
     return {"unit": unit_json(h.amu), "score": h.score, "views": list(h.views),
-            "source_turn_ids": list(h.source_turn_ids)}
+            "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns]}
+
+
+# --- the two shapes of an item to add -----------------------------------------------------------
+# They describe the items for the OpenAPI spec and the MCP tool schema; the engine (`Memory.add`,
+# `etamem.inputs` / `etamem.messages`) does the real checking and names the field (`turns[0].timestamp`).
+class TurnItem(BaseModel):
+    """A dialogue turn in the engine's own shape."""
+
+    model_config = ConfigDict(extra="forbid", title="Turn")
+    speaker: str = Field(description="who spoke")
+    text: str = Field(description="what was said")
+    session_id: str | None = Field(None, description="default: the space's open session (a new one after "
+                                                      "Config.session_gap_minutes of silence)")
+    timestamp: str | None = Field(None, description="ISO 8601, LoCoMo or LongMemEval form; default: the time "
+                                                    "of the call (UTC)")
+    turn_id: str | None = Field(None, description="give one to make retries safe (idempotent by id)")
+    extra: dict[str, Any] | None = Field(None, description="any JSON object kept with the turn")
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content: text parts are stored, others (images, audio) skipped."""
+
+    model_config = ConfigDict(extra="allow", title="ContentPart")
+    type: str = Field("text", description='"text", "input_text" or "output_text" for text')
+    text: str | None = None
+
+
+class MessageItem(BaseModel):
+    """An OpenAI-style chat message. OpenAI fields without text (tool_calls, refusal, ...) are
+    accepted and dropped; other unknown fields are refused."""
+
+    model_config = ConfigDict(extra="allow", title="Message")
+    role: str = Field(description="user, assistant, tool, ... (the speaker); system and developer "
+                                  "messages are skipped unless Config.keep_system_messages")
+    content: str | list[ContentPart | str] | None = Field(
+        description="text, or a list of parts whose text parts are joined; no text: the message is skipped")
+    name: str | None = Field(None, description="the speaker's name, if any")
+    id: str | None = Field(None, description="the turn id: give one to make retries safe")
+    timestamp: str | int | float | None = Field(None, description="ISO 8601 or epoch seconds; default: the "
+                                                                  "time of the call (UTC)")
+    created_at: str | int | float | None = Field(None, description="instead of timestamp")
+    session_id: str | None = Field(None, description="default: the space's open session")
+    tool_call_id: str | None = Field(None, description="kept in the turn's extra")
+    extra: dict[str, Any] | None = Field(None, description="any JSON object kept with the turn")
+
+
+def _an_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("expected a turn or a chat message (a JSON object)")
+    return value
+
+
+# An item as the HTTP route takes it: any JSON object, checked by the engine; documented as either shape.
+AddItem = Annotated[dict[str, Any], PlainValidator(_an_object, json_schema_input_type=Union[MessageItem, TurnItem])]
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict:
@@ -51,6 +113,16 @@ def field_of(message: str) -> str | None:
     """The field an engine ValueError names first (`turns[0].timestamp: ...` -> `turns[0].timestamp`)."""
     m = _FIELD.match(message)
     return m.group(1) if m else None
+
+
+def field_from_loc(loc) -> str | None:
+    """A request-schema error's location as the engine names fields: `("body", "turns", 0)` -> `turns[0]`."""
+    field = ""
+    for part in loc:
+        if part in ("body", "query", "path", "header"):
+            continue
+        field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
+    return field or None
 
 
 class BodyLimit:
@@ -109,8 +181,9 @@ async def run_scoped(who: tenancy.Caller, operation: str, limiter, fn: Callable,
 
 
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
-               metrics: Metrics | None = None, close_on_shutdown: bool = True):
-    """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store."""
+               metrics: Metrics | None = None, close_on_shutdown: bool = True, warm: bool = True):
+    """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store. With `warm`,
+    its startup loads the models (`Memory.warm`)."""
     fastapi = _fastapi()
     import anyio
     from fastapi import Body, Depends, Header, Path, Query, Request
@@ -123,6 +196,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @asynccontextmanager
     async def lifespan(app):
+        if warm:  # the models load before uvicorn accepts connections, not in the first request
+            await anyio.to_thread.run_sync(memory.warm)
         yield
         if close_on_shutdown:
             await anyio.to_thread.run_sync(memory.close)
@@ -181,8 +256,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.exception_handler(RequestValidationError)
     async def _422_schema(request: Request, exc):
         first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        field = ".".join(loc) or None
+        field = field_from_loc(first.get("loc", ()))
         return reply(422, "invalid_request", f"{field or 'request'}: {first.get('msg', 'invalid')}", field)
 
     @app.exception_handler(Exception)
@@ -202,7 +276,10 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return {"spaces": await engine("spaces", who, memory.spaces)}
 
     @app.post("/v1/spaces/{space}/turns")
-    async def add(space: str = SpaceName, turns: list[dict[str, Any]] = Body(..., embed=True, max_length=10_000),
+    async def add(space: str = SpaceName,
+                  turns: list[AddItem] = Body(..., embed=True, max_length=10_000, description=(
+                      "turns or chat messages (either shape per item, in order); errors name "
+                      "the item as turns[i]")),
                   who: tenancy.Caller = Depends(caller)):
         units = await engine("add", who, memory.add, turns, space=space)
         return {"units": [unit_json(a) for a in units]}
@@ -220,6 +297,12 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         ans = await engine("answer", who, memory.answer, question, space=space, now=now, top_k=top_k)
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
                 "hits": [hit_json(h) for h in ans.hits]}
+
+    @app.post("/v1/spaces/{space}/context")
+    async def context(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
+                      now: str | None = Body(None), who: tenancy.Caller = Depends(caller)):
+        packet = await engine("context", who, memory.context_packet, query, space, top_k=top_k, now=now)
+        return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
 
     @app.get("/v1/spaces/{space}/units")
     async def list_units(space: str = SpaceName, status: str = Query("active", pattern="^(active|superseded|all)$"),

@@ -320,6 +320,16 @@ class SqlStore:
         row = self._query("SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE space=?", (space,))
         return int(row[0][0])
 
+    def last_turn(self, space: str) -> Turn | None:
+        """The space's most recently stored turn (None for an empty space)."""
+        rows = self._query(f"SELECT {_TURN_COLUMNS} FROM turns WHERE space=? ORDER BY seq DESC LIMIT 1", (space,))
+        return self._turn(rows[0]) if rows else None
+
+    def session_state(self, space: str, session_id: str) -> bool | None:
+        """None when the space has no session `session_id`, else whether it is still open."""
+        rows = self._query("SELECT ended FROM sessions WHERE space=? AND session_id=?", (space, session_id))
+        return None if not rows else not rows[0][0]
+
     def existing_turn_ids(self, space: str, turn_ids: list[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(turn_ids), 500):

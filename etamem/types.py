@@ -58,12 +58,15 @@ class AMU:
 
 @dataclass(frozen=True)
 class Hit:
-    """A retrieved AMU with its score, the view(s) that found it and its source turns."""
+    """A retrieved AMU with its score, the view(s) that found it and its source turns: their ids,
+    and (`source_turns`, filled by `Memory.retrieve` / `search` / `answer`) the stored turns
+    themselves (speaker, time, text), in the order of `source_turn_ids`."""
 
     amu: AMU
     score: float
     views: tuple[str, ...]
     source_turn_ids: tuple[str, ...]
+    source_turns: tuple[Turn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,15 @@ class SearchResult:
     confidence: float | None = None
     traces: dict[str, Any] = field(default_factory=dict)
     pending_turns: int = 0  # turns stored but not yet turned into units (`Memory.flush` does it)
+
+
+@dataclass(frozen=True)
+class MemoryContext:
+    """The prompt-ready memory for a query (`text`, see `Memory.context`) and the hits it
+    renders, best first."""
+
+    text: str
+    hits: list[Hit]
 
 
 @dataclass(frozen=True)

@@ -286,3 +286,29 @@ def test_compare_runs_per_space_on_hand_made_results(tmp_path, capsys):
     assert main([str(tmp_path / "b"), str(tmp_path / "f"), "--systems", "etamem"]) == 0
     out = capsys.readouterr().out
     assert "| a | 2 | 0.750 | 1.000 | +25.0 |" in out and "1 of 2 spaces gained" in out
+    # overall: (+0.5 + 0 - 0.5) / 3 = 0; one question up, one down; the interval holds the mean
+    assert "overall: +0.00 points over 3 questions" in out and "1 up, 1 down" in out
+
+
+def test_paired_interval_against_a_brute_force_bootstrap(tmp_path):
+    import json
+
+    import numpy as np
+    import pytest
+
+    from benchmarks.compare_runs import paired_interval
+
+    rng = np.random.default_rng(3)
+    before, after = rng.integers(0, 2, 40).astype(float), rng.integers(0, 2, 40).astype(float)
+    for name, values in (("b", before), ("f", after)):
+        (tmp_path / name).mkdir()
+        with open(tmp_path / name / "results.jsonl", "w") as f:
+            for i, r in enumerate(values):
+                f.write(json.dumps({"type": "retrieval", "system": "s", "qid": f"q{i:02d}", "space": "x",
+                                    "metrics": {"recall@20": r}}) + "\n")
+    got = paired_interval(tmp_path / "b", tmp_path / "f", "s", resamples=400, seed=1)
+    diff = after - before  # questions in qid order, as the runs list them
+    means = [diff[np.random.default_rng(1).integers(0, 40, (400, 40))[r]].mean() for r in range(400)]
+    assert got["difference"] == pytest.approx(diff.mean())
+    assert (got["low"], got["high"]) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)))
+    assert (got["up"], got["down"]) == (int((diff > 0).sum()), int((diff < 0).sum()))

@@ -62,7 +62,7 @@ def test_leading_interjections_and_vocatives_are_stripped():
     assert ex.extract(turn("Oh, wow, Mel! The new bakery downtown sells great bagels.")) == [
         "The new bakery downtown sells great bagels."]
     assert ex.extract(turn("Yeah, we hiked the canyon trail last weekend haha")) == [
-        "Caroline and others hiked the canyon trail last weekend"]  # "we": the speaker and others
+        "Caroline and others hiked the canyon trail last weekend (the weekend of 6 May 2023)"]  # we: speaker + others
 
 
 def test_content_questions_are_kept():
@@ -71,9 +71,12 @@ def test_content_questions_are_kept():
 
 
 def test_min_words_controls_filler_threshold():
-    t = turn("I love pottery.")
+    t = turn("Pottery is fun.")
     assert RuleExtractor(min_words=3).extract(t) == []
-    assert RuleExtractor(min_words=1).extract(t) == ["Caroline loves pottery."]  # verb agreement
+    assert RuleExtractor(min_words=1).extract(t) == ["Pottery is fun."]
+    # a short statement about the speaker is kept whatever min_words says (see test_short_statements.py)
+    assert RuleExtractor(min_words=3).extract(turn("I love pottery.")) == ["Caroline loves pottery."]
+    assert RuleExtractor(min_words=3, keep_statements=False).extract(turn("I love pottery.")) == []
 
 
 # --- first-person rewrite ---------------------------------------------------------------
@@ -92,8 +95,8 @@ def test_min_words_controls_filler_threshold():
     ("give it to me", "give it to Caroline"),
     ("my sister called", "Caroline's sister called"),
     ("the book is mine", "the book is Caroline's"),
-    ("I made it myself", "Caroline made it Caroline"),
-    ("i'm late and i forgot", "Caroline is late and Caroline forgot"),
+    ("I made it myself", "Caroline made it themselves"),
+    ("i'm late and i forgot", "Caroline is late and forgot"),
     ("we went to our house with you", "we went to our house with you"),
     ("it was fun, i.e. great", "it was fun, i.e. great"),
 ])
@@ -117,12 +120,12 @@ def test_caption_becomes_a_unit():
 def test_caption_appended_after_text_units():
     t = turn("I painted this last year.", speaker="Melanie", blip_caption="a red barn")
     assert RuleExtractor().extract(t) == [
-        "Melanie painted this last year.", "Melanie shared a photo of a red barn."]
+        "Melanie painted this last year (2022).", "Melanie shared a photo of a red barn."]
 
 
 def test_deterministic():
     t = turn("Hey! I'm visiting Dr. Lee in Ohio next week. Bye!")
-    expected = ["Caroline is visiting Dr. Lee in Ohio next week."]
+    expected = ["Caroline is visiting Dr. Lee in Ohio next week (the week of 15 May 2023)."]
     assert RuleExtractor().extract(t) == RuleExtractor().extract(t) == expected
 
 
@@ -151,7 +154,7 @@ def test_locomo_turns():
         assert units, f"{dia_id} gave no unit: {t.text!r}"
         for u in units:
             assert not re.search(r"\b(I|I'm|I've|me|my|myself)\b", u), (dia_id, u)
-    d13 = "Caroline went to a LGBTQ support group yesterday and it was so powerful."
+    d13 = "Caroline went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful."
     assert d13 in ex.extract(make("D1:3"))
     assert any(u.startswith("Caroline shared a photo of a dog") for u in ex.extract(make("D1:5")))
 
@@ -209,8 +212,8 @@ def test_llm_extractor_accepts_bare_list_and_empty_answer():
 def test_unusable_llm_reply_falls_back_to_rules(answer, apply_validate):
     ex = LLMExtractor(FakeLLM(answer, apply_validate), fallback=RuleExtractor())
     t = turn("Hey! I'm moving to Denver next month.")
-    assert ex.extract(t) == ["Caroline is moving to Denver next month."]
-    assert ex.extract_result(t) == (["Caroline is moving to Denver next month."], True)
+    assert ex.extract(t) == ["Caroline is moving to Denver next month (June 2023)."]
+    assert ex.extract_result(t) == (["Caroline is moving to Denver next month (June 2023)."], True)
     assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2}
 
 

@@ -52,7 +52,7 @@ def test_tools_in_process_with_tenancy(memory):
     async def session(server):
         async with Client(server) as c:
             names = {t.name for t in (await c.list_tools()).tools}
-            assert names == {"add_memory", "search_memory", "delete_memory", "answer"}
+            assert names == {"add_memory", "search_memory", "get_context", "delete_memory", "answer"}
             added = payload(await c.call_tool("add_memory", {"space": "alice", "turns": TURNS}))
             assert added["units"] and added["units"][0]["text"].startswith("Ana adopted")
             hits = payload(await c.call_tool("search_memory", {"space": "alice", "query": "Which cat did Ana adopt?", "top_k": 2}))

@@ -97,8 +97,9 @@ def test_spaces_are_isolated_and_delete_is_scoped(minilm):
     n_bob = len(mem.list("bob"))
     removed = mem.delete(space="alice")
     assert removed > 0 and mem.spaces() == ["bob"] and len(mem.list("bob")) == n_bob
+    assert mem.search("cat", space="alice") == []  # a space with nothing stored finds nothing
     with pytest.raises(ValueError, match="unknown space"):
-        mem.search("cat", space="alice")
+        mem.list("alice")
 
 
 def test_delete_one_amu(minilm):

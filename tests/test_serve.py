@@ -57,6 +57,7 @@ def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
         ("POST", f"/v1/spaces/{space}/turns", {"turns": [dict(TURNS[0], turn_id="t9", text="New fact about tea.")]}),
         ("POST", f"/v1/spaces/{space}/search", {"query": "What pet does Ana have?"}),
         ("POST", f"/v1/spaces/{space}/answer", {"question": "What pet does Ana have?"}),
+        ("POST", f"/v1/spaces/{space}/context", {"query": "What pet does Ana have?"}),
         ("GET", f"/v1/spaces/{space}/units", None),
         ("GET", f"/v1/spaces/{space}/units/{unit}", None),
         ("GET", f"/v1/spaces/{space}/stats", None),
@@ -66,7 +67,7 @@ def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
     ]
 
 
-ROUTE_NAMES = ["add", "search", "answer", "list", "get", "stats", "delete-unit", "delete-turn", "delete-space"]
+ROUTE_NAMES = ["add", "search", "answer", "context", "list", "get", "stats", "delete-unit", "delete-turn", "delete-space"]
 
 
 @pytest.mark.parametrize("route", range(len(ROUTE_NAMES)), ids=ROUTE_NAMES)
@@ -132,8 +133,10 @@ def test_errors_are_json_naming_the_field(served):
     r = client.get("/v1/spaces/alice/units/nope", headers=h)
     assert r.status_code == 404 and "no AMU 'nope'" in r.json()["error"]["message"]
     admin = auth(keys["admin"])
-    r = client.post("/v1/spaces/carol/search", json={"query": "cat"}, headers=admin)
+    r = client.get("/v1/spaces/carol/units", headers=admin)
     assert r.status_code == 404 and r.json()["error"]["field"] == "space"
+    r = client.post("/v1/spaces/carol/search", json={"query": "cat"}, headers=admin)  # nothing stored yet: no hits
+    assert r.status_code == 200 and r.json()["hits"] == [], r.text
     r = client.post("/v1/spaces/alice/turns", json={"turns": [dict(TURNS[0], text="other text")]}, headers=h)
     assert r.status_code == 422 and "already stored" in r.json()["error"]["message"]
     r = client.post("/v1/spaces/alice/turns", json={"turns": TURNS}, headers=h)  # a retry: idempotent

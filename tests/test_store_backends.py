@@ -32,7 +32,7 @@ FACTS = ["Ana adopted a grey cat named Miso last spring.",
          "Ben plays the violin in a small orchestra.",
          "Ana went hiking in the mountains near the lake.",
          "The bakery on Main Street sells wonderful sourdough bread.",
-         "Ben starts a new job as a nurse at the hospital tomorrow.",
+         "Ben starts a new job as a nurse at the hospital in June.",
          "The garden has tomatoes and basil growing everywhere now."]
 
 

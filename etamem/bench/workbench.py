@@ -100,7 +100,7 @@ class Workbench:
         from ..extraction import LLMExtractor, RuleExtractor
 
         cfg = self.config
-        rule = RuleExtractor(min_words=cfg.min_amu_words)
+        rule = RuleExtractor.from_config(cfg)
         use_llm = cfg.extractor == "llm" or (cfg.extractor == "auto" and self.llm is not None)
         if use_llm and self.llm is None:
             raise ValueError("config extractor='llm' needs an LLM: pass --model or set ETAMEM_LLM_MODEL")

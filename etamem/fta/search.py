@@ -10,18 +10,38 @@ listed after the hits with `views == ("fta-link",)`; `fta_links=False` at query 
 link (the ablation). Hits keep their rank order (so `top_k=k` is a prefix of `top_k=K`); the
 answer packet orders them by time. `answer_fta` renders the four-section packet (or the flat
 one, `fta_packet="flat"`) and asks the LLM; without one, the best units are the answer.
+
+What was said in the open session is searchable before its segment is finalised: the turns that
+no stored unit cites yet (the space's pending turns, and the turns of the units carried to the
+next segment) are **provisional**. `prepare_provisional` (run before the read lock: it tags and
+encodes) makes one provisional unit per such turn with the rule extractor's fields (the whole
+turn in the third person, time, content type, affect) and its rho(m) vector; `search_fta` scores
+them with the stored units in one `rank` call (same S: cosine and cue, BM25 with the turns
+counted as documents beside the units, max-normalised over all candidates, τ), so a provisional
+turn ranks about as a one-turn unit of it would. A provisional hit has `views == ("provisional",)`,
+`source_turn_ids == (turn_id,)` and an AMU that is not stored: id `provisional:<turn_id>`,
+status "provisional" (`Memory.get` does not know it; the answer packet lists it as a primary
+unit). A turn that a unit cites by the time the read lock is held is dropped, so once the
+session ends the units replace its provisional hits and no turn is listed twice.
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..types import Answer, Hit, SearchResult
-from .engine import PROFILES_KEY, load_units, unit_rows
+from ..extraction import speaker_name, split_sentences, strip_filler, turn_text
+from ..retrieval import amu_search_text
+from ..types import AMU, Answer, Hit, SearchResult, Turn
+from . import rules
+from .codec import units_from_json
+from .engine import CARRIED_KEY, PROFILES_KEY, load_units, unit_rows
 from .links import INVERSE, LIFECYCLE
-from .units import FTAUnit
+from .units import (AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor, addressee_at, mentions_you,
+                    third_person_sentence, affect_anchors, retrieval_text)
 
 log = logging.getLogger(__name__)
 
@@ -40,43 +60,136 @@ def _newer(links: list[tuple[str, str, str, float]]) -> dict[str, str]:
     return {dst: src for src, dst, rel, _ in links if rel in LIFECYCLE}
 
 
+PROVISIONAL = "provisional"  # the view and the AMU status of a provisional hit
+PROVISIONAL_PREFIX = "provisional:"  # + turn id: the AMU id of a provisional hit (not a stored unit)
+
+
+@dataclass(frozen=True)
+class Provisional:
+    """The provisional units of a space, ready to score: one unit per turn that no stored unit
+    cites yet (id `provisional:<turn_id>`), their AMUs and rho(m) vectors ((n, d_t) float32)."""
+
+    units: list[FTAUnit] = field(default_factory=list)
+    amus: list[AMU] = field(default_factory=list)
+    vecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+
+
+def provisional_turns(store, space: str) -> list[Turn]:
+    """The turns of `space` that no stored unit cites yet: the turns of the units carried to the
+    next segment, then the pending ones (oldest first; read in one snapshot of the store)."""
+    with store.snapshot():
+        pending = store.turns(space, pending_only=True)
+        carried = units_from_json(store.get_space_meta(space, CARRIED_KEY))
+        waiting = {t.turn_id for t in pending}
+        held = list(dict.fromkeys(t for u in carried for t in u.turn_ids if t not in waiting))
+        return (store.turns(space, turn_ids=held) if held else []) + pending
+
+
+def provisional_units(turns: Sequence[Turn], tagger) -> list[FTAUnit]:
+    """One unit per turn, with the fields the rule extractor would give a one-turn unit: the
+    turn's sentences (filler removed) in the third person, its time anchor and content type by
+    the rules, affect from `tagger` (None: neutral). The addressee is the nearest other speaker
+    among the turns of the same session."""
+    turns = list(turns)
+    sessions: dict[str, list[Turn]] = {}
+    at = []
+    for t in turns:
+        group = sessions.setdefault(t.session_id, [])
+        at.append(len(group))
+        group.append(t)
+    drafts = []
+    for t, j in zip(turns, at):
+        name, other = speaker_name(t.speaker), addressee_at(sessions[t.session_id], j)
+        raw = turn_text(t)
+        said = " ".join(s for s in (strip_filler(x) for x in split_sentences(raw)) if s) or raw
+        drafts.append((t, name, other, said, third_person_sentence(said, name, other, attribute=True)))
+    affects = affect_anchors([d[4] for d in drafts], tagger)
+    units = []
+    for (t, name, other, said, text), affect in zip(drafts, affects):
+        window = rules.resolve_event_time(said, t.timestamp)
+        orient = rules.orientation(said, window, t.timestamp)
+        parts = (name,) + ((other,) if other and other != name and mentions_you(said) else ())
+        units.append(FTAUnit(
+            fact=FactAnchor(text, rules.content_type(said, orient), parts),
+            time=TimeAnchor(t.timestamp, orient, window.start if window else None, window.end if window else None,
+                            window.expression if window else ""),
+            affect=affect, evidence=(EvidenceSpan(t.session_id, (t.turn_id,), t.timestamp, t.timestamp),),
+            speaker=name, status=PROVISIONAL, unit_id=PROVISIONAL_PREFIX + t.turn_id, space=t.space))
+    return units
+
+
+def prepare_provisional(store, space: str, tagger, encode: Callable[[list[str]], np.ndarray]) -> Provisional:
+    """The space's provisional units with their AMUs and vectors (`encode`: texts -> (n, d)
+    unit rows). Runs the tagger and the encoder: call it before taking the space's read lock."""
+    turns = provisional_turns(store, space)
+    if not turns:
+        return Provisional()
+    units = provisional_units(turns, tagger)
+    vecs = np.asarray(encode([retrieval_text(u) for u in units]), np.float32)
+    amus = [AMU(amu_id=u.unit_id, text=u.text, speaker=t.speaker, timestamp=t.timestamp, session_id=t.session_id,
+                source_turn_ids=(t.turn_id,), polarity=u.affect.label,
+                polarity_scores=tuple(float(x) for x in u.affect.scores), status=PROVISIONAL, space=t.space)
+            for u, t in zip(units, turns)]
+    return Provisional(units, amus, vecs)
+
+
 def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, now: datetime | None = None,
-               polarity: str | None = None, trace: bool = False, pending: int = 0) -> SearchResult:
+               polarity: str | None = None, trace: bool = False, pending: int = 0,
+               provisional: Provisional | None = None) -> SearchResult:
     """The best `k` FTA units of the live space for `query` ((d,) float32 `q_vec`), then their
-    linked neighbours (module doc). The caller holds the space's read lock."""
+    linked neighbours (module doc). `provisional` (from `prepare_provisional`): the open
+    session's turns, ranked with the units; those a unit cites by now are left out. The caller
+    holds the space's read lock."""
     from .retrieval import expand_neighbours, lifecycle_order, query_features, rank
 
     space = live.name
     ids, vecs, slots = unit_rows(live.index)
-    empty = SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
-    if not ids:
-        return empty
+    prov = provisional or Provisional()
+    cited = live.index.units_of_turn
+    keep = [i for i, u in enumerate(prov.units) if not cited.get(u.turn_ids[0])]
+    if not ids and not keep:
+        return SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
+    q = np.asarray(q_vec, np.float32)
     pool = max(config.candidate_pool, 4 * k)
-    sims = vecs @ np.asarray(q_vec, np.float32)
-    top = np.argsort(-sims, kind="stable")[:pool].tolist()
+    top = np.argsort(-(vecs @ q), kind="stable")[:pool].tolist() if ids else []
     beta = config.fta_bm25_weight
     lexical = None
-    if beta > 0:
+    if beta > 0 and ids:
         lexical = np.asarray(live.index.amu_lex.scores_all(query), np.float64)[slots]
         matched = np.flatnonzero(lexical > 0)
         best = matched[np.lexsort((matched, -lexical[matched]))][:pool].tolist()
         top = list(dict.fromkeys(top + best))  # the cosine pool, then the BM25 pool's others
     units = load_units(store, space, [ids[j] for j in top])
     top = [j for j in top if ids[j] in units]
-    cand = [units[ids[j]] for j in top]
+    # candidates: the pooled units, then every provisional unit (scored by the same S)
+    cand = [units[ids[j]] for j in top] + [prov.units[i] for i in keep]
+    rows = vecs[top] if not keep else np.concatenate([vecs[top], prov.vecs[keep]])
+    lex = None
+    if beta > 0:
+        lex = np.zeros(len(cand), np.float64)
+        if lexical is not None:
+            lex[:len(top)] = lexical[top]
+        if keep:
+            lex[len(top):] = live.index.amu_lex.scores_beside(query, [amu_search_text(prov.amus[i]) for i in keep])
     names = {p for u in cand for p in (*u.participants, u.speaker)}
     features = query_features(query, now, names, polarity=polarity)
-    scored = rank(np.asarray(q_vec, np.float32), vecs[top], cand, features, lam=config.fta_lambda,
-                  tau=config.fta_tau, k=k, cue=config.fta_cue, lexical=None if lexical is None else lexical[top],
-                  beta=beta)
-    hit_ids = [cand[s.index].unit_id for s in scored]
+    scored = rank(q, rows, cand, features, lam=config.fta_lambda, tau=config.fta_tau, k=k, cue=config.fta_cue,
+                  lexical=lex, beta=beta)
     by_id = {cand[s.index].unit_id: s for s in scored}
-    links = store.unit_links(space, hit_ids) if hit_ids and config.fta_links else []  # off: the no-links ablation
-    order = lifecycle_order(hit_ids, {u: units[u].status for u in hit_ids}, _newer(links))
-    hits = [Hit(live.index.amu_of[u], round(float(by_id[u].score), 6), ("fta",), live.index.amu_of[u].source_turn_ids)
-            for u in order if u in live.index.amu_of]
+    made = {prov.units[i].unit_id: prov.amus[i] for i in keep}
+    hit_ids = [cand[s.index].unit_id for s in scored]
+    unit_ids = [u for u in hit_ids if u not in made]
+    links = store.unit_links(space, unit_ids) if unit_ids and config.fta_links else []  # off: no-links ablation
+    order = lifecycle_order(hit_ids, {u: units[u].status for u in unit_ids}, _newer(links))
+    hits = []
+    for u in order:
+        if u in made:
+            hits.append(Hit(made[u], round(float(by_id[u].score), 6), (PROVISIONAL,), made[u].source_turn_ids))
+        elif u in live.index.amu_of:
+            amu = live.index.amu_of[u]
+            hits.append(Hit(amu, round(float(by_id[u].score), 6), ("fta",), amu.source_turn_ids))
     if config.fta_neighbours and hits:
-        chosen = expand_neighbours(order, _link_map(links), exclude=set(order))
+        chosen = expand_neighbours([u for u in order if u not in made], _link_map(links), exclude=set(order))
         for u in order:
             other = chosen.get(u)
             if other is not None and other in live.index.amu_of:
@@ -85,20 +198,33 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     traces = {}
     if trace:
         traces["fta"] = [{"unit_id": cand[s.index].unit_id, "score": s.score, "cos": s.cos, "cue": s.cue,
-                          "bm25n": s.lexical} for s in scored]
+                          "bm25n": s.lexical, "provisional": cand[s.index].unit_id in made} for s in scored]
     window = None if features.window is None else (features.window.start, features.window.end)
     return SearchResult(hits, {"fta": 1.0}, {"fta": k}, {}, window=window, traces=traces, pending_turns=pending)
 
 
+def _hit_unit(amu: AMU) -> FTAUnit:
+    """A provisional hit's AMU as a unit for the packet (its text, time and affect label)."""
+    ts, turns = amu.timestamp, amu.source_turn_ids
+    name = speaker_name(amu.speaker)
+    return FTAUnit(fact=FactAnchor(amu.text, "general_fact", (name,)), time=TimeAnchor(ts),
+                   affect=AffectAnchor(label=amu.polarity, scores=amu.polarity_scores),
+                   evidence=(EvidenceSpan(amu.session_id, turns, ts, ts),), speaker=name, status=PROVISIONAL,
+                   unit_id=amu.amu_id, space=amu.space)
+
+
 def packet_for(store, space: str, hits: list[Hit], config) -> str:
-    """The answer context of `hits`: primary units and linked neighbours (oldest first), their
-    source dialogue spans, and the space's longitudinal memory (`render_packet`)."""
+    """The answer context of `hits`: primary units (provisional hits among them) and linked
+    neighbours (oldest first), their source dialogue spans, and the space's longitudinal memory
+    (`render_packet`)."""
     from .packet import render_packet
     from .profiles import profiles_from_json, render_profiles
 
-    units = load_units(store, space, [h.amu.amu_id for h in hits])
-    prim = [units[h.amu.amu_id] for h in hits if h.views != ("fta-link",) and h.amu.amu_id in units]
-    links = store.unit_links(space, [u.unit_id for u in prim]) if prim else []
+    units = load_units(store, space, [h.amu.amu_id for h in hits if h.views != (PROVISIONAL,)])
+    prim = [_hit_unit(h.amu) if h.views == (PROVISIONAL,) else units[h.amu.amu_id] for h in hits
+            if h.views == (PROVISIONAL,) or (h.views != ("fta-link",) and h.amu.amu_id in units)]
+    stored = [u.unit_id for u in prim if u.status != PROVISIONAL]
+    links = store.unit_links(space, stored) if stored else []
     link_of = _link_map(links)
     neigh: list[tuple[FTAUnit, str, str]] = []
     prim_ids = {u.unit_id for u in prim}
@@ -135,4 +261,5 @@ def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, w
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))
 
 
-__all__ = ["answer_fta", "packet_for", "search_fta"]
+__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "packet_for",
+           "prepare_provisional", "provisional_turns", "provisional_units", "search_fta"]

@@ -197,7 +197,7 @@ def _capitalise(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-def _addressee(turns: Sequence[Turn], i: int) -> str | None:
+def addressee_at(turns: Sequence[Turn], i: int) -> str | None:
     """The other speaker nearest to turns[i] (next turn first), as a display name."""
     me = turns[i].speaker
     for j in list(range(i + 1, len(turns))) + list(range(i - 1, -1, -1)):
@@ -206,7 +206,7 @@ def _addressee(turns: Sequence[Turn], i: int) -> str | None:
     return None
 
 
-def _third_person(sentence: str, speaker: str, addressee: str | None, attribute: bool = False) -> str:
+def third_person_sentence(sentence: str, speaker: str, addressee: str | None, attribute: bool = False) -> str:
     """`sentence` with I/me/my -> `speaker` and you/your -> `addressee`; with `attribute`, a
     sentence that still does not name the speaker (imperatives, "we", plain descriptions) is
     prefixed "<speaker> said: " so that it stays self-contained."""
@@ -267,7 +267,7 @@ class RuleUnitExtractor:
         consumed: set[int] = set()  # turns whose statements went into a question-answer unit
         for i, turn in enumerate(turns):
             name = speaker_name(turn.speaker)
-            other = _addressee(turns, i)
+            other = addressee_at(turns, i)
             sentences = [s for s in (strip_filler(x) for x in split_sentences(turn_text(turn))) if s]
             questions = [s for s in sentences if s.rstrip().endswith("?")]
             statements = [s for s in sentences if not s.rstrip().endswith("?")]
@@ -276,7 +276,7 @@ class RuleUnitExtractor:
             asked = [q for q in questions if content_words(q)]
             if not asked:
                 continue
-            q_text = " ".join(_third_person(q, name, other) for q in asked)
+            q_text = " ".join(third_person_sentence(q, name, other) for q in asked)
             reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].speaker != turn.speaker else None
             if reply is None:
                 if sum(len(content_words(q)) for q in asked) >= max(1, self.min_words - 1):
@@ -286,7 +286,7 @@ class RuleUnitExtractor:
             r_name = speaker_name(reply.speaker)
             r_sent = [s for s in (strip_filler(x) for x in split_sentences(turn_text(reply))) if s]
             r_stmt = [s for s in r_sent if not s.rstrip().endswith("?")]
-            answer = " ".join(_third_person(s, r_name, name) for s in r_stmt)
+            answer = " ".join(third_person_sentence(s, r_name, name) for s in r_stmt)
             words = sum(len(content_words(q)) for q in asked) + sum(len(content_words(s)) for s in r_stmt)
             if not answer or words < self.min_words:
                 continue  # small talk ("How are you?" - "Good!"): the reply is handled as a turn
@@ -316,12 +316,12 @@ class RuleUnitExtractor:
             if not sents or not self._informative(" ".join(sents)):
                 continue
             text = " ".join(sents)
-            parts = (name,) + ((other,) if other and _mentions_you(text) else ())
-            drafts.append(_Draft(_third_person(text, name, other, attribute=True), text, name,
+            parts = (name,) + ((other,) if other and mentions_you(text) else ())
+            drafts.append(_Draft(third_person_sentence(text, name, other, attribute=True), text, name,
                                  [turn], parts, awaiting="outcome" if plan else ""))
 
 
-def _mentions_you(text: str) -> bool:
+def mentions_you(text: str) -> bool:
     return bool(_YOU_WE.search(text))
 
 

@@ -280,6 +280,24 @@ class LexicalIndex:
             out[s[first]] = np.add.reduceat(w, first)
         return out
 
+    def scores_beside(self, query: str, texts: list[str]) -> np.ndarray:
+        """(len(texts),) float64 raw BM25 of `texts` for `query` as if they were documents of
+        this index beside its live ones (N, document frequencies and average length counted over
+        both; same tokens, k1 and b), so they compare with `scores_all(query)`. Nothing is added."""
+        docs = [Counter(self._split(t)) for t in texts]
+        out = np.zeros(len(docs), np.float64)
+        if not docs:
+            return out
+        lens = np.asarray([sum(d.values()) for d in docs], np.float64)
+        n = self._n_live + len(docs)
+        norm = K1 * (1 - B + B * lens / max((self._total_len + float(lens.sum())) / n, 1e-9))
+        for word, count in Counter(self._split(query)).items():
+            tf = np.asarray([d.get(word, 0) for d in docs], np.float64)
+            if tf.any():
+                df = (int(self._df.view[self.vocab[word]]) if word in self.vocab else 0) + int(np.count_nonzero(tf))
+                out += math.log1p((n - df + 0.5) / (df + 0.5)) * count * tf / (tf + norm)
+        return out
+
     def scores_for(self, rows, query: str | np.ndarray) -> np.ndarray:
         """BM25 of the given slots only (dead ones 0): (len(rows),) float32. O(their lengths)."""
         ids = self.query_ids(query) if isinstance(query, str) else np.asarray(query)

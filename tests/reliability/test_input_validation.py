@@ -191,15 +191,25 @@ def test_extra_must_be_json_and_within_the_limit():
     assert ok[0].extra == {"caption": "a cat"}
 
 
-@pytest.mark.parametrize("field", ["text", "speaker", "session_id", "turn_id"])
+@pytest.mark.parametrize("field", ["speaker", "session_id", "turn_id"])
 @pytest.mark.parametrize("char, words", [("\x00", r"control character U\+0000 \(NUL\)"),
                                          ("\x01", r"control character U\+0001"),
                                          ("\x0b", r"control character U\+000B"),
                                          ("\x1f", r"control character U\+001F"),
                                          ("\ud800", r"lone surrogate U\+D800")])
-def test_control_characters_and_lone_surrogates_are_rejected(field, char, words):
+def test_control_characters_and_lone_surrogates_are_rejected_in_names_and_ids(field, char, words):
     with pytest.raises(ValueError, match=rf"^turns\[0\]\.{field}: {words} at character 1"):
         normalise_turns([_turn(**{field: f"a{char}b"})], "u", default_tz="UTC")
+
+
+def test_lone_surrogate_in_text_is_rejected():
+    with pytest.raises(ValueError, match=r"^turns\[0\]\.text: lone surrogate U\+D800 at character 1"):
+        normalise_turns([_turn(text="a\ud800b")], "u", default_tz="UTC")
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x02", "\x0b", "\x1f"])
+def test_control_characters_in_text_are_replaced(char):
+    assert normalise_turns([_turn(text=f"a{char}b")], "u", default_tz="UTC")[0].text == "a\ufffdb"
 
 
 def test_tab_newline_and_carriage_return_are_kept():
@@ -207,12 +217,15 @@ def test_tab_newline_and_carriage_return_are_kept():
     assert normalise_turns([_turn(text=text)], "u", default_tz="UTC")[0].text == text
 
 
-def test_control_character_rejected_through_memory(make_mem):
+def test_control_characters_are_replaced_and_counted_through_memory(make_mem):
     mem = make_mem()
     mem.add([_turn(turn_id="a")], space="u")
-    with pytest.raises(ValueError, match=r"turns\[0\]\.text: control character U\+0000"):
-        mem.add([_turn(turn_id="b", text="bad\x00text")], space="u")
-    assert [t.turn_id for t in mem.turns("u")] == ["a"]
+    mem.add([_turn(turn_id="b", text="bad\x00text \x1b[31mred\x1b[0m")], space="u")  # NUL and a terminal colour
+    assert [t.text for t in mem.turns("u")][1] == "bad\ufffdtext red"
+    assert mem.stats("u")["input"]["control_chars_replaced"] == 3
+    with pytest.raises(ValueError, match=r"turns\[0\]\.speaker: control character U\+0000"):
+        mem.add([_turn(turn_id="c", speaker="bad\x00name")], space="u")
+    assert [t.turn_id for t in mem.turns("u")] == ["a", "b"]
 
 
 # --- space names ----------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""What an agent reads from memory: hits with their source turns, and the prompt-ready context.
+
+`with_sources` fills `Hit.source_turns` from a lookup of stored turns; `render_context` renders
+hits as the text block an agent puts in its system prompt (template `prompts/context.txt`):
+one numbered item per hit, best first, with the date it was said, and the source message
+quoted under it when the unit is not simply that message.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Callable, Iterable
+
+from .person_rewrite import speaker_subject
+from .prompts_io import render_prompt
+from .timeparse import format_date
+from .types import Hit, Turn
+
+QUOTE_CHARS = 300  # a source message longer than this is cut with an ellipsis in the context
+
+
+def with_sources(hits: list[Hit], lookup: Callable[[Iterable[str]], dict[str, Turn]]) -> list[Hit]:
+    """`hits` with `source_turns` set, in `source_turn_ids` order; `lookup(ids)` -> {id: Turn}
+    (ids it cannot find are left out)."""
+    ids = list(dict.fromkeys(t for h in hits for t in h.source_turn_ids))
+    found = lookup(ids) if ids else {}
+    return [replace(h, source_turns=tuple(found[t] for t in h.source_turn_ids if t in found)) for h in hits]
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 1].rstrip() + "…"
+
+
+def render_context(hits: list[Hit], *, now: datetime | None = None) -> str:
+    """The prompt-ready memory block for `hits` (best first, `source_turns` filled): a quote
+    names its speaker as units do ("the user", a message's `name` with its role); an empty
+    memory renders as a block that says so."""
+    lines: list[str] = []
+    quoted: set[str] = set()
+    for i, h in enumerate(hits, 1):
+        lines.append(f"{i}. [{format_date(h.amu.timestamp)}] {h.amu.text.strip()}")
+        for t in h.source_turns:
+            if t.turn_id in quoted or " ".join(t.text.split()) == " ".join(h.amu.text.split()):
+                continue
+            quoted.add(t.turn_id)
+            who, role = speaker_subject(t.speaker, t.extra), speaker_subject(t.speaker)
+            who = f"{who} ({role})" if who != role else who[:1].upper() + who[1:]
+            lines.append(f"   {who} said on {format_date(t.timestamp)}: \"{_quote(t.text)}\"")
+    asked = f"; asked on {format_date(now)}" if now is not None else ""
+    return render_prompt("context", count=len(hits), asked=asked,
+                         items="\n".join(lines) or "(nothing remembered yet)").strip() + "\n"
