@@ -710,10 +710,14 @@ class Memory:
         return MemoryContext(render_context(hits, now=when), hits)
 
     def warm(self) -> "Memory":
-        """Load the models now (text encoder, affect tagger, extractor, the LLM client), so the
-        first request does not pay for it; returns self."""
+        """Load the models now (text encoder, affect tagger, extractor, the LLM client) and the
+        BM25 tokeniser (bm25s: 0.5 s of imports), so the first request does not pay for them;
+        returns self."""
+        from .retrieval.lexical import splitter
+
         self._encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
+        splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
         return self
 

@@ -148,3 +148,14 @@ def test_every_prefeval_chat_is_accepted_whole(hashing_encoder):
     held = [t.text for chat in chats if any("\x02" in m["content"] for m in chat["conversation"])
             for t in mem.check(chat["conversation"], space="x")]
     assert len(held) == 32 and sum("full\ufffdtime" in text for text in held) == 1
+
+
+def test_warm_also_imports_the_bm25_tokeniser():
+    import subprocess
+    import sys
+
+    code = ("import sys; from etamem import Memory; m = Memory(); assert 'bm25s' not in sys.modules; m.warm(); "
+            "print('bm25s' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
