@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable
 
-from .person_rewrite import speaker_subject
+from .person_rewrite import capitalise, speaker_subject
 from .prompts_io import render_prompt
 from .timeparse import format_date
 from .types import Hit, Turn
@@ -45,7 +45,7 @@ def render_context(hits: list[Hit], *, now: datetime | None = None) -> str:
                 continue
             quoted.add(t.turn_id)
             who, role = speaker_subject(t.speaker, t.extra), speaker_subject(t.speaker)
-            who = f"{who} ({role})" if who != role else who[:1].upper() + who[1:]
+            who = f"{who} ({role})" if who != role else capitalise(who)
             lines.append(f"   {who} said on {format_date(t.timestamp)}: \"{_quote(t.text)}\"")
     asked = f"; asked on {format_date(now)}" if now is not None else ""
     return render_prompt("context", count=len(hits), asked=asked,

@@ -21,7 +21,7 @@ import threading
 from typing import Any, NamedTuple, Sequence
 
 from .llm import LLMError, LLMUnavailable
-from .person_rewrite import (WE_FORMS, _capitalise, addressee_of, addressee_subject, first_plural_group,
+from .person_rewrite import (WE_FORMS, addressee_of, addressee_subject, capitalise, first_plural_group,
                              rewrite_first_person, rewrite_first_plural, rewrite_second_person, speaker_name,
                              speaker_subject, third_person, turn_subject, we_group)
 from .prompts_io import load_prompt, render_prompt
@@ -30,10 +30,10 @@ from .types import Turn
 
 __all__ = [  # also the names other modules import from here (moved to person_rewrite / relative_dates)
     "STOPWORDS", "STYLES", "WE_FORMS", "Extraction", "ExtractionUnavailable", "LLMExtractor", "RuleExtractor",
-    "addressee_of", "addressee_subject", "caption_sentence", "content_words", "first_plural_group", "is_salient",
-    "is_statement", "prompt_datetime", "resolve_relative_dates", "rewrite_first_person", "rewrite_first_plural",
-    "rewrite_second_person", "speaker_name", "speaker_subject", "split_sentences", "strip_filler", "third_person",
-    "turn_subject", "turn_text", "we_group",
+    "addressee_of", "addressee_subject", "capitalise", "caption_sentence", "content_words", "first_plural_group",
+    "is_salient", "is_statement", "prompt_datetime", "resolve_relative_dates", "rewrite_first_person",
+    "rewrite_first_plural", "rewrite_second_person", "speaker_name", "speaker_subject", "split_sentences",
+    "strip_filler", "third_person", "turn_subject", "turn_text", "we_group",
 ]
 
 logger = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ def caption_sentence(turn: Turn) -> str | None:
         return None
     caption = _CAPTION_PREFIX_RE.sub("", caption.strip())
     caption = caption.rstrip(" .")
-    return f"{_capitalise(turn_subject(turn))} shared a photo of {caption}." if caption else None
+    return f"{capitalise(turn_subject(turn))} shared a photo of {caption}." if caption else None
 
 
 class RuleExtractor:
@@ -315,9 +315,9 @@ class RuleExtractor:
                 kept = rewrite_first_plural(kept, *we_group(turn.speaker, name, other, self.we_form))
             if self.resolve_you and other:
                 kept = rewrite_second_person(kept, other, self.conjugate)
-            unit = _capitalise(rewrite_first_person(kept, name, self.conjugate))
+            unit = capitalise(rewrite_first_person(kept, name, self.conjugate))
             if self.attribute and not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", unit, re.I):
-                unit = f"{_capitalise(name)}: {unit}"
+                unit = f"{capitalise(name)}: {unit}"
             if self.attach_short and short and units:
                 units[-1] = f"{units[-1]} {unit}"  # "... a grey cat. Her name is Pixel.": one unit
             else:

@@ -202,8 +202,8 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
         elif isinstance(item, Mapping):
             unknown = set(item) - _TURN_KEYS
             if unknown:
-                raise ValueError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; allowed: {sorted(_TURN_KEYS)} "
-                                 "(or a chat message: role, content, ...)")
+                raise ValueError(f"{where}: unknown field(s) {sorted(map(str, unknown))}; allowed: "
+                                 f"{sorted(_TURN_KEYS)} (or a chat message: role, content, ...)")
             fields = dict(item)
         else:
             raise ValueError(f"{where}: expected a Turn, a turn dict or a chat message, got {type(item).__name__}")

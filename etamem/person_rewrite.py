@@ -417,6 +417,6 @@ def we_group(speaker: str, name: str, other: str | None, form: str = "others") -
     return first_plural_group(name, other, form)
 
 
-def _capitalise(text: str) -> str:
+def capitalise(text: str) -> str:
     """`text` with its first letter upper case."""
     return text[:1].upper() + text[1:] if text else text

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
-from ..extraction import (content_words, is_salient, prompt_datetime, rewrite_first_person, speaker_name,
-                          split_sentences, strip_filler, turn_text)
+from ..extraction import (capitalise, content_words, is_salient, prompt_datetime, rewrite_first_person,
+                          speaker_name, split_sentences, strip_filler, turn_text)
 from ..llm import LLMError, LLMUnavailable
 from ..prompts_io import load_prompt, render_prompt
 from ..retrieval.temporal import TimeWindow, parse_time_window
@@ -193,10 +193,6 @@ def affect_anchors(texts: Sequence[str], tagger: Any = None, emotions: Sequence[
 
 
 # --- rule extractor -----------------------------------------------------------------------------
-def _capitalise(text: str) -> str:
-    return text[:1].upper() + text[1:] if text else text
-
-
 def addressee_at(turns: Sequence[Turn], i: int) -> str | None:
     """The other speaker nearest to turns[i] (next turn first), as a display name."""
     me = turns[i].speaker
@@ -210,9 +206,9 @@ def third_person_sentence(sentence: str, speaker: str, addressee: str | None, at
     """`sentence` with I/me/my -> `speaker` and you/your -> `addressee`; with `attribute`, a
     sentence that still does not name the speaker (imperatives, "we", plain descriptions) is
     prefixed "<speaker> said: " so that it stays self-contained."""
-    out = _capitalise(rewrite_first_person(sentence, speaker).strip())
+    out = capitalise(rewrite_first_person(sentence, speaker).strip())
     if addressee:
-        out = _capitalise(rules.rewrite_second_person(out, addressee))
+        out = capitalise(rules.rewrite_second_person(out, addressee))
     if attribute and not re.search(rf"\b{re.escape(speaker)}\b", out):
         out = f"{speaker} said: {out}"
     return out
