@@ -162,6 +162,13 @@ _TIME_WORD_RE = re.compile(
 )
 
 
+def _names_participant(word: str, names: Sequence[str]) -> bool:
+    """Whether `word` (lower case) is one of the lower-cased participant `names` or a short
+    form of one ("mel" for "melanie"): a vocative, not a fact."""
+    stem = word.split("'")[0]
+    return any(n.startswith(stem) for n in names)
+
+
 def is_salient(sentence: str, participants: Sequence[str] = ()) -> bool:
     """True when `sentence` names something: a name (a capitalised word after the first, other
     than the dialogue's `participants` and their short forms, "Mel" for "Melanie": those are
@@ -175,7 +182,7 @@ def is_salient(sentence: str, participants: Sequence[str] = ()) -> bool:
         if any(ch.isdigit() for ch in word) or low in _NUMBER_WORDS:
             return True
         if (i and word[0].isupper() and low not in _NOT_NAMES and not re.match(r"i(?:'|$)", low)
-                and not any(n.startswith(low.split("'")[0]) for n in names)):
+                and not _names_participant(low, names)):
             return True
     return bool(_TIME_WORD_RE.search(s)) and len(content_words(s)) >= 2
 
@@ -218,7 +225,7 @@ def is_statement(sentence: str, participants: Sequence[str] = ()) -> bool:
         low = word.lower().strip("'")
         if low in _REPLY_WORDS or low in _STOPWORDS:
             continue
-        if any(n.startswith(low.split("'")[0]) for n in names):
+        if _names_participant(low, names):
             continue
         return True
     return False

@@ -394,17 +394,21 @@ def first_plural_group(name: str, other: str | None, form: str = "others") -> tu
     return f"{name} and others", f"{name}'s"
 
 
-def addressee_of(turn: Turn, context: Sequence[Turn]) -> str | None:
-    """The one other speaker in `context` (a two-person dialogue), or None when there is none
-    or several."""
-    others = {speaker_name(t.speaker) for t in context if t.speaker != turn.speaker}
+def _addressee(turn: Turn, context: Sequence[Turn], name_of) -> str | None:
+    """`name_of(t)` of the one other speaker in `context`, or None when there is none or several."""
+    others = {name_of(t) for t in context if t.speaker != turn.speaker}
     return others.pop() if len(others) == 1 else None
+
+
+def addressee_of(turn: Turn, context: Sequence[Turn]) -> str | None:
+    """The one other speaker in `context` (a two-person dialogue) as `speaker_name` shows it,
+    or None when there is none or several."""
+    return _addressee(turn, context, lambda t: speaker_name(t.speaker))
 
 
 def addressee_subject(turn: Turn, context: Sequence[Turn]) -> str | None:
     """As `addressee_of`, written as units name that speaker (`turn_subject`: "the assistant")."""
-    others = {turn_subject(t) for t in context if t.speaker != turn.speaker}
-    return others.pop() if len(others) == 1 else None
+    return _addressee(turn, context, turn_subject)
 
 
 def we_group(speaker: str, name: str, other: str | None, form: str = "others") -> tuple[str, str]:
