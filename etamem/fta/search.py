@@ -27,7 +27,7 @@ session ends the units replace its provisional hits and no turn is listed twice.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Callable, Sequence
 
@@ -36,12 +36,11 @@ import numpy as np
 from ..extraction import speaker_name, split_sentences, strip_filler, turn_text
 from ..retrieval import amu_search_text
 from ..types import AMU, Answer, Hit, SearchResult, Turn
-from . import rules
 from .codec import units_from_json
 from .engine import CARRIED_KEY, PROFILES_KEY, load_units, unit_rows
 from .links import INVERSE, LIFECYCLE
-from .units import (AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor, addressee_at, mentions_you,
-                    third_person_sentence, affect_anchors, retrieval_text)
+from .units import (AffectAnchor, Draft, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor, addressee_at, build_units,
+                    mentions_you, retrieval_text, third_person_sentence)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ def provisional_turns(store, space: str) -> list[Turn]:
 
 
 def provisional_units(turns: Sequence[Turn], tagger) -> list[FTAUnit]:
-    """One unit per turn, with the fields the rule extractor would give a one-turn unit: the
+    """One unit per turn, built as the rule extractor builds its units (`build_units`): the
     turn's sentences (filler removed) in the third person, its time anchor and content type by
     the rules, affect from `tagger` (None: neutral). The addressee is the nearest other speaker
     among the turns of the same session."""
@@ -102,20 +101,10 @@ def provisional_units(turns: Sequence[Turn], tagger) -> list[FTAUnit]:
         name, other = speaker_name(t.speaker), addressee_at(sessions[t.session_id], j)
         raw = turn_text(t)
         said = " ".join(s for s in (strip_filler(x) for x in split_sentences(raw)) if s) or raw
-        drafts.append((t, name, other, said, third_person_sentence(said, name, other, attribute=True)))
-    affects = affect_anchors([d[4] for d in drafts], tagger)
-    units = []
-    for (t, name, other, said, text), affect in zip(drafts, affects):
-        window = rules.resolve_event_time(said, t.timestamp)
-        orient = rules.orientation(said, window, t.timestamp)
         parts = (name,) + ((other,) if other and other != name and mentions_you(said) else ())
-        units.append(FTAUnit(
-            fact=FactAnchor(text, rules.content_type(said, orient), parts),
-            time=TimeAnchor(t.timestamp, orient, window.start if window else None, window.end if window else None,
-                            window.expression if window else ""),
-            affect=affect, evidence=(EvidenceSpan(t.session_id, (t.turn_id,), t.timestamp, t.timestamp),),
-            speaker=name, status=PROVISIONAL, unit_id=PROVISIONAL_PREFIX + t.turn_id, space=t.space))
-    return units
+        drafts.append(Draft(third_person_sentence(said, name, other, attribute=True), said, name, [t], parts))
+    return [replace(u, status=PROVISIONAL, unit_id=PROVISIONAL_PREFIX + t.turn_id)
+            for u, t in zip(build_units(drafts, tagger), turns)]
 
 
 def prepare_provisional(store, space: str, tagger, encode: Callable[[list[str]], np.ndarray]) -> Provisional:

@@ -220,7 +220,10 @@ def _evidence(turns: Sequence[Turn]) -> EvidenceSpan:
 
 
 @dataclass
-class _Draft:
+class Draft:
+    """A unit before its anchors: third-person `text`, first-person `source`, speaker, evidence
+    turns and participants (`build_units` makes the `FTAUnit`)."""
+
     text: str
     source: str  # first-person wording, for the rules
     speaker: str
@@ -245,7 +248,7 @@ class RuleUnitExtractor:
 
     def extract(self, segment: Segment, turns: Sequence[Turn], carried: Sequence[FTAUnit] = ()) -> list[Candidate]:
         drafts = self._drafts(list(turns))
-        units = _build_units(drafts, self.tagger)
+        units = build_units(drafts, self.tagger)
         out = []
         taken: set[int] = set()
         for unit in units:
@@ -258,8 +261,8 @@ class RuleUnitExtractor:
     def _informative(self, sentence: str) -> bool:
         return len(content_words(sentence)) >= self.min_words
 
-    def _drafts(self, turns: list[Turn]) -> list[_Draft]:
-        drafts: list[_Draft] = []
+    def _drafts(self, turns: list[Turn]) -> list[Draft]:
+        drafts: list[Draft] = []
         consumed: set[int] = set()  # turns whose statements went into a question-answer unit
         for i, turn in enumerate(turns):
             name = speaker_name(turn.speaker)
@@ -276,7 +279,7 @@ class RuleUnitExtractor:
             reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].speaker != turn.speaker else None
             if reply is None:
                 if sum(len(content_words(q)) for q in asked) >= max(1, self.min_words - 1):
-                    drafts.append(_Draft(f"{name} asked: {q_text}", " ".join(asked), name, [turn],
+                    drafts.append(Draft(f"{name} asked: {q_text}", " ".join(asked), name, [turn],
                                          tuple(p for p in (name, other) if p), awaiting="answer"))
                 continue
             r_name = speaker_name(reply.speaker)
@@ -287,11 +290,11 @@ class RuleUnitExtractor:
             if not answer or words < self.min_words:
                 continue  # small talk ("How are you?" - "Good!"): the reply is handled as a turn
             consumed.add(i + 1)
-            drafts.append(_Draft(f"{name} asked: {q_text} {r_name}: {answer}", " ".join(r_stmt), r_name,
+            drafts.append(Draft(f"{name} asked: {q_text} {r_name}: {answer}", " ".join(r_stmt), r_name,
                                  [turn, reply], tuple(dict.fromkeys((r_name, name)))))
         return drafts
 
-    def _statement_drafts(self, drafts: list[_Draft], statements: list[str], turn: Turn, name: str,
+    def _statement_drafts(self, drafts: list[Draft], statements: list[str], turn: Turn, name: str,
                           other: str | None) -> None:
         """One unit for the turn's statements (a turn is one speaker's act; LoCoMo's evidence is
         per turn), except that the speaker's own plans form a separate pending unit that awaits
@@ -313,7 +316,7 @@ class RuleUnitExtractor:
                 continue
             text = " ".join(sents)
             parts = (name,) + ((other,) if other and mentions_you(text) else ())
-            drafts.append(_Draft(third_person_sentence(text, name, other, attribute=True), text, name,
+            drafts.append(Draft(third_person_sentence(text, name, other, attribute=True), text, name,
                                  [turn], parts, awaiting="outcome" if plan else ""))
 
 
@@ -321,7 +324,7 @@ def mentions_you(text: str) -> bool:
     return bool(_YOU_WE.search(text))
 
 
-def _build_units(drafts: Sequence[_Draft], tagger: Any = None) -> list[FTAUnit]:
+def build_units(drafts: Sequence[Draft], tagger: Any = None) -> list[FTAUnit]:
     """FTA units for drafts: time resolved against the first evidence turn's time, orientation
     and content type by rules, affect from one tagger batch."""
     affects = affect_anchors([d.text for d in drafts], tagger)
