@@ -559,12 +559,13 @@ class Memory:
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
-        if not self.store.has_space(self._name(space)):  # nothing stored yet: nothing found (an agent's first turn)
+        try:
+            if self.config.method == "fta":
+                result = self._retrieve_fta(query, space, k, when, trace)
+            else:
+                result = self._retrieve_views(query, space, k, when, views, routing, fallback, trace)
+        except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn)
             return SearchResult([], {}, {}, {})
-        if self.config.method == "fta":
-            result = self._retrieve_fta(query, space, k, when, trace)
-        else:
-            result = self._retrieve_views(query, space, k, when, views, routing, fallback, trace)
         return replace(result, hits=with_sources(result.hits, lambda ids: self._turns_by_id(space, ids)))
 
     def _turns_by_id(self, space: str, turn_ids: Iterable[str]) -> dict[str, Turn]:
@@ -661,7 +662,7 @@ class Memory:
 
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         result = self.retrieve(question, space=space, top_k=top_k, now=when)
-        if not self.store.has_space(self._name(space)):
+        if not result.hits and not self.store.has_space(self._name(space)):
             return Answer("No memories found.", [], False, "nothing is stored in this space yet")
         live = self._space(self._known_space(space))
         if self.config.method == "fta":
