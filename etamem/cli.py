@@ -544,6 +544,21 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file that cannot be read or written, a full disk
         print(f"etamem: error: {exc}", file=sys.stderr)
         return 1
+    except _database_errors() as exc:  # the store could not be read or written: a full disk, a lost server
+        print(f"etamem: error: the store failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+              f"(what was acknowledged before is stored; run the command again once the cause is fixed)",
+              file=sys.stderr)
+        return 1
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """The database errors of the store backends in use (psycopg's only when it is loaded)."""
+    import sqlite3
+
+    errors: list[type[BaseException]] = [sqlite3.Error]
+    if "psycopg" in sys.modules:
+        errors.append(sys.modules["psycopg"].Error)
+    return tuple(errors)
 
 
 if __name__ == "__main__":

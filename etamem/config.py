@@ -29,6 +29,9 @@ class Config:
     text_encoder: str = "minilm"
     embedding_batch_size: int = 64
     embedding_cache_size: int = 50_000  # in-process LRU entries, on top of the store's cache
+    # vector and LLM caches keyed by text alone, shared by every space (benchmarks that reuse
+    # the same sessions across spaces); off: keyed by space too, no space reads another's entries
+    shared_caches: bool = False
     device: str = "auto"  # "auto" | "cpu" | "cuda"
 
     # --- affect tagger ------------------------------------------------------------

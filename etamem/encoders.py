@@ -1,17 +1,19 @@
 """Text encoders: all-MiniLM-L6-v2 (offline, default), any sentence-transformers model, or an
-OpenAI-compatible embeddings endpoint; wrapped in a cache keyed by text hash.
+OpenAI-compatible embeddings endpoint; wrapped in a cache keyed by text hash and space
+(`etamem.cache_scope`).
 
 Every encoder returns float32 arrays of shape (n, dim) with L2-normalised rows.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections import OrderedDict
 from typing import Protocol
 
 import numpy as np
+
+from . import cache_scope
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +27,8 @@ class TextEncoder(Protocol):
 
 
 def text_hash(text: str) -> str:
-    """Stable 128-bit hex key for caching vectors of a text."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+    """Stable 128-bit hex hash of a text (the unscoped cache key, `etamem.cache_scope.key`)."""
+    return cache_scope.key(text, scoped=False)
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:
@@ -140,7 +142,8 @@ class VectorStoreCache(Protocol):
 
 class CachedEncoder:
     """Wraps an encoder with an in-process LRU and an optional persistent cache, both keyed by
-    `text_hash`; only texts seen for the first time reach the model, in batches."""
+    the text and the current cache scope (`etamem.cache_scope.key`: a space never reads another
+    space's entries); only texts not seen in the scope reach the model, in batches."""
 
     def __init__(self, inner: TextEncoder, *, max_entries: int = 50_000,
                  persist: VectorStoreCache | None = None):
@@ -149,20 +152,21 @@ class CachedEncoder:
         self.dim = inner.dim
         self.persist = persist
         self.max_entries = max_entries
-        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lru: OrderedDict[tuple[str | None, str], np.ndarray] = OrderedDict()  # (scope, key) -> vector
         self._lock = threading.Lock()
         self.encoded_texts = 0  # texts that actually reached the model
 
     def encode(self, texts: list[str], *, persist: bool = True) -> np.ndarray:
         """(n, dim) float32 unit rows; `persist=False` keeps new vectors out of the persistent
         cache (queries: a read must not write to the store)."""
-        keys = [text_hash(t) for t in texts]
+        space = cache_scope.current()
+        keys = [cache_scope.key(t, space) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for k in keys:
-                if k in self._lru:
-                    self._lru.move_to_end(k)
-                    found[k] = self._lru[k]
+                if (space, k) in self._lru:
+                    self._lru.move_to_end((space, k))
+                    found[k] = self._lru[(space, k)]
         missing = [k for k in dict.fromkeys(keys) if k not in found]
         if missing and self.persist is not None:
             found.update(self.persist.get_vectors("text", self.name, missing))
@@ -179,13 +183,25 @@ class CachedEncoder:
                 self.persist.put_vectors("text", self.name, new)
         with self._lock:
             for k in keys:
-                self._lru[k] = found[k]
-                self._lru.move_to_end(k)
+                self._lru[(space, k)] = found[k]
+                self._lru.move_to_end((space, k))
             while len(self._lru) > self.max_entries:
                 self._lru.popitem(last=False)
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+    def forget(self, space: str | None, keys: list[str] | None = None) -> int:
+        """Drop the in-process entries of `space` (all of them, or those of `keys`, see
+        `etamem.cache_scope.key`); returns how many went. The persistent cache is the store's
+        (deleted with the space's rows)."""
+        with self._lock:
+            doomed = [k for k in self._lru if k[0] == space] if keys is None else \
+                [(space, k) for k in keys if (space, k) in self._lru]
+            for k in doomed:
+                del self._lru[k]
+        return len(doomed)
 
 
 def default_minilm(*, device: str = "auto", batch_size: int = 64):

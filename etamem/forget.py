@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from .encoders import text_hash
+from . import cache_scope
 from .extraction import split_sentences
 from .retrieval import turn_text
 from .types import AMU, Turn, UnknownIdError
@@ -114,4 +114,4 @@ def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, who
 
 def cache_keys(units: list[AMU], turns: list[Turn]) -> list[str]:
     """The vector-cache keys of the units' texts and the turns' searchable texts."""
-    return [text_hash(u.text) for u in units] + [text_hash(turn_text(t)) for t in turns]
+    return [cache_scope.key(u.text) for u in units] + [cache_scope.key(turn_text(t)) for t in turns]

@@ -236,7 +236,8 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
         if not isinstance(extra, Mapping):
             raise ValueError(f"{where}.extra: expected a dict, got {type(extra).__name__}")
         try:
-            size = len(json.dumps(dict(extra), sort_keys=True))  # as the store writes it
+            # as the store writes it; NaN and Infinity are not JSON (other readers refuse them)
+            size = len(json.dumps(dict(extra), sort_keys=True, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}.extra: not JSON-serialisable ({exc})") from None
         if size > max_turn_chars:

@@ -22,25 +22,50 @@ from .views import SpaceViews
 log = logging.getLogger(__name__)
 
 
+def _same_vectors(index: TurnIndex, turns: list[Turn], vecs: dict) -> None:
+    """ValueError unless the loaded raw-turn index holds the store's vector of every turn in
+    the turn's slot (one pass over vectors the open reads anyway)."""
+    have = [t.turn_id for t in turns if t.turn_id in vecs]
+    if have:
+        saved = index.index.vectors([index.slot_of[t] for t in have])
+        if not np.allclose(saved, np.stack([vecs[t] for t in have]), atol=1e-5):
+            raise ValueError("saved raw-turn vectors do not match the stored ones")
+
+
 class LiveSpace:
     """Views, `SpaceIndex` and `TurnIndex` of one space with its locks.
 
     `broken` is set when a write failed half way (memory and store may disagree): the owner then
-    drops this object and opens the space again from the store. `generation` is the store
-    generation the state reflects, updated under the write lock right after each commit, so a
-    reader holding the read lock that finds the store ahead knows another process wrote.
+    drops this object and opens the space again from the store. `stamp` is the store's (epoch,
+    generation) the state reflects (`SqlStore.stamp`), updated under the write lock right after
+    each commit, so a reader holding the read lock that finds another stamp in the store knows
+    another process wrote, or deleted the space (a new epoch: never the same stamp again).
+    `from_files`: the indexes were loaded from derived files and no search has used them yet.
     `unsaved_repair`: `open` repaired the views in memory but was not allowed to write (a
     reader); a writer must open the space again before writing.
     """
 
-    def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex, generation: int = 0,
-                 saved: bool = False):
+    def __init__(self, name: str, views: SpaceViews, index: SpaceIndex, turns: TurnIndex,
+                 stamp: tuple[str, int] = ("", 0), saved: bool = False):
         self.name, self.views, self.index, self.turns = name, views, index, turns
         self.rw = RWLock()
         self.broken = False
-        self.generation = generation  # the store generation this state reflects
-        self.saved_generation = generation if saved else None  # the one the derived files hold
+        self.stamp = stamp  # the store's (epoch, generation) this state reflects
+        self.saved_stamp = stamp if saved else None  # the one the derived files hold
+        self.from_files = saved
         self.unsaved_repair = False
+
+    @property
+    def generation(self) -> int:
+        return self.stamp[1]
+
+    @property
+    def saved_generation(self) -> int | None:
+        return None if self.saved_stamp is None else self.saved_stamp[1]
+
+    def _follow(self, store) -> None:
+        """Take the store's stamp after a commit of this state's own write."""
+        self.stamp = store.stamp(self.name)
 
     @classmethod
     def open(cls, store, space: str, config, text_dim: int, affect_dim: int,
@@ -52,7 +77,8 @@ class LiveSpace:
         `repair` (the caller holds the space's write locks) the repaired views and any new turn
         vectors are written back, else they stay in memory and `unsaved_repair` is set."""
         with store.snapshot():
-            generation = store.generation(space)
+            stamp = store.stamp(space)
+            recorded = store.get_space_meta(space, derived.RECORD_KEY) if root is not None else None
             amus = store.amus(space)
             ids = [a.amu_id for a in amus]
             if ids:
@@ -66,22 +92,23 @@ class LiveSpace:
         repaired = any(p[1] or p[2] for p in payload)  # load repaired the views (changed or removed nodes)
         if repaired and repair:
             store.save_views(space, payload)
-            generation = store.generation(space)
+            stamp = store.stamp(space)
+        found = None if root is None or repaired else derived.find(root, space, stamp, recorded, store.name_salt())
         live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode,
-                            None if repaired else root, generation, repair)  # derived files describe the old views
+                            found, stamp, repair)  # (repaired: the derived files describe the old views)
         live.unsaved_repair = repaired and not repair
         return live
 
     @classmethod
-    def _indexes(cls, store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, root, generation,
+    def _indexes(cls, store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, found, stamp,
                  repair) -> "LiveSpace":
-        found = None if root is None else derived.find(root, space, generation)
         if found is not None:
             try:
                 index = SpaceIndex.load(found / "index", views, amus, tv, av, exact_max=config.routing_exact_max,
                                         stemmer=config.bm25_stemmer)
-                return cls(space, views, index, TurnIndex.load(found / "turns", turns, stemmer=config.bm25_stemmer),
-                           generation, saved=True)
+                turn_index = TurnIndex.load(found / "turns", turns, stemmer=config.bm25_stemmer)
+                _same_vectors(turn_index, turns, vecs)
+                return cls(space, views, index, turn_index, stamp, saved=True)
             except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, rebuild
                 log.warning("space %s: derived files in %s not usable (%s); rebuilding the indexes", space, found, exc)
         index = SpaceIndex(views, amus, tv, av, exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
@@ -93,16 +120,18 @@ class LiveSpace:
                 store.put_turn_vectors(space, [t.turn_id for t in missing], new)
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
-        return cls(space, views, index, TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer), generation)
+        return cls(space, views, index, TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer), stamp)
 
     def save_derived(self, root, store) -> bool:
-        """Write the indexes as derived files if the store is still at the generation this state
-        reflects and they are not saved yet (the caller holds the space's write locks). True if written."""
-        if self.broken or self.saved_generation == self.generation or store.generation(self.name) != self.generation:
+        """Write the indexes as derived files if the store is still at the stamp this state
+        reflects and they are not saved yet, then record their stamp and checksum in the store
+        (the caller holds the space's write locks). True if written."""
+        if self.broken or self.saved_stamp == self.stamp or store.stamp(self.name) != self.stamp:
             return False
         with self.rw.write():  # saving merges BM25 postings in place
-            derived.save(root, self.name, self.generation, self.index, self.turns)
-        self.saved_generation = self.generation
+            _, check = derived.save(root, self.name, self.stamp, self.index, self.turns, store.name_salt())
+        store.set_space_meta(self.name, derived.RECORD_KEY, derived.record(self.stamp, check))
+        self.saved_stamp = self.stamp
         return True
 
     def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
@@ -117,7 +146,7 @@ class LiveSpace:
                 store.write_amus(self.name, amus, text_vecs, affect_vecs, [t.turn_id for t in turns],
                                  dims={"text_dim": self.views.event.dim, "affect_dim": self.views.affect.dim},
                                  turn_vecs=turn_vecs, views=payload, extras=extras)
-                self.generation = store.generation(self.name)
+                self._follow(store)
                 self.index.add_amus(amus, text_vecs, affect_vecs)
                 self.index.sync(changes)
                 self.turns.add(turns, turn_vecs)
@@ -138,7 +167,7 @@ class LiveSpace:
                 turns = {t: None for t in dropped_turns}
                 turns.update({t.turn_id: (t.text, t.extra, v) for t, v in zip(rewritten, rewritten_vecs)})
                 gone = store.forget(self.name, amu_ids, turns, views=payload, cache_keys=cache_keys, extras=extras)
-                self.generation = store.generation(self.name)
+                self._follow(store)
                 self.index.remove_amus(amu_ids)
                 self.index.sync(changes)
                 indexed = [i for i, t in enumerate(rewritten) if t.turn_id in self.turns.slot_of]  # extracted ones
@@ -160,7 +189,7 @@ class LiveSpace:
             try:
                 report = self.views.maintain(None)
                 self.index.sync(self.views.save(store, self.name))
-                self.generation = store.generation(self.name)
+                self._follow(store)
             except BaseException:
                 self.broken = True
                 raise
@@ -175,7 +204,7 @@ class LiveSpace:
                 try:
                     self.views.set_summaries(texts)
                     self.index.sync(self.views.save(store, self.name))
-                    self.generation = store.generation(self.name)
+                    self._follow(store)
                 except BaseException:
                     self.broken = True
                     raise

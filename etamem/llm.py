@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from . import cache_scope
 from .types import StageCost
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,9 @@ class _ResponseCache:
     deleting a space or a turn finds what was built from it (`forget_cached`)."""
 
     def __init__(self, path: str) -> None:
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
+        from .private_files import private_file
+
+        private_file(path)  # 0600, like the store's files
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
         with self._lock:
@@ -240,6 +242,8 @@ class LLMClient:
             "max_tokens": max_tokens,
             "params": params,
         }
+        if cache_scope.current() is not None:  # made for a space: no other space reads it
+            payload["space"] = cache_scope.current()
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .private_files import private_dir
+
 log = logging.getLogger(__name__)
 
 
@@ -63,12 +65,14 @@ class RWLock:
 
 class SpaceFileLock:
     """One writer per space across processes: an exclusive `flock` on
-    `<root>/locks/<hash of space>.lock`, held for a whole write. `root=None` (an in-memory
-    store, private to its process) locks nothing. Where `fcntl` is missing (Windows) it locks
-    nothing either, with one warning: run one writing process per store there."""
+    `<root>/locks/<hash of space>.lock` (the name hashed with the store's `salt`), held for a
+    whole write; `remove` deletes a deleted space's file. `root=None` (an in-memory store,
+    private to its process) locks nothing. Where `fcntl` is missing (Windows) it locks nothing
+    either, with one warning: run one writing process per store there."""
 
-    def __init__(self, root: str | os.PathLike | None):
+    def __init__(self, root: str | os.PathLike | None, salt: str = ""):
         self.dir = None if root is None else Path(root) / "locks"
+        self.salt = salt.encode("ascii")[:64]
         try:
             import fcntl  # noqa: F401
             self._fcntl = fcntl
@@ -80,7 +84,7 @@ class SpaceFileLock:
     def path(self, space: str) -> Path | None:
         if self.dir is None:
             return None
-        return self.dir / (hashlib.blake2b(space.encode("utf-8"), digest_size=10).hexdigest() + ".lock")
+        return self.dir / (hashlib.blake2b(space.encode("utf-8"), digest_size=10, key=self.salt).hexdigest() + ".lock")
 
     @contextmanager
     def hold(self, space: str) -> Iterator[None]:
@@ -88,13 +92,34 @@ class SpaceFileLock:
         if path is None or self._fcntl is None:
             yield
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(path.parent)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                self._fcntl.flock(fd, self._fcntl.LOCK_EX)
+                try:  # the file may have been removed (its space deleted) while we waited: lock the new one
+                    same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+            except BaseException:
+                os.close(fd)
+                raise
+            if same:
+                break
+            os.close(fd)
         try:
-            self._fcntl.flock(fd, self._fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    def remove(self, space: str) -> None:
+        """Delete the space's lock file (the caller holds the lock: a waiter then locks a new file)."""
+        path = self.path(space)
+        if path is not None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
 
     def close(self) -> None:
         """Nothing to release between writes (the PostgreSQL lock keeps connections)."""

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 
-from . import derived
+from . import cache_scope, derived
 from .config import Config
 from .encoders import CachedEncoder, make_text_encoder
 from . import tenancy
@@ -73,6 +73,7 @@ class Memory:
         self._extractor = extractor
         self._fta = None  # etamem.fta.engine.FTABuilder, built on the first FTA write
         self._live: dict[str, LiveSpace] = {}
+        self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
         self._identity_checked: set[str] = set()  # "text", "affect": model identity checked against the store
@@ -167,22 +168,36 @@ class Memory:
             yield
 
     @contextmanager
+    def _scoped(self, space: str):
+        """Calls inside belong to `space`: LLM cache entries are tagged with it (`cache_refs`,
+        found again when it is deleted) and cache keys are scoped to it (`etamem.cache_scope`)
+        unless `Config.shared_caches`."""
+        from .llm import cache_refs
+
+        with cache_refs(f"space:{space}"), cache_scope.scope(None if self.config.shared_caches else space):
+            yield
+
+    @contextmanager
     def _writing(self, space: str):
         """Hold the space's write locks and yield its live state, current with the store (opened
         again if another process wrote, a write failed, or an open could not save a repair)."""
-        from .llm import cache_refs
-
-        with self._locked(space), cache_refs(f"space:{space}"):  # LLM calls of the write tagged with the space
+        with self._locked(space), self._scoped(space):
             yield self._space(space, writing=True)
 
+    def _forget_vectors(self, space: str, keys: list[str] | None = None) -> None:
+        """Drop the encoder's in-process cache entries of the space (all, or those of `keys`)."""
+        enc = self._text_encoder
+        if isinstance(enc, CachedEncoder):
+            enc.forget(None if self.config.shared_caches else space, keys)
+
     def _current(self, live: LiveSpace | None) -> bool:
-        """Usable as is: not broken and at the store's generation (checked under its read lock, so
-        a write of this process between its commit and its state update is never mistaken for
-        another process's)."""
+        """Usable as is: not broken and at the store's stamp, its epoch and generation (checked
+        under its read lock, so a write of this process between its commit and its state update
+        is never mistaken for another process's)."""
         if live is None or live.broken:
             return False
         with live.rw.read():
-            return live.generation == self.store.generation(live.name)
+            return live.stamp == self.store.stamp(live.name)
 
     def _space(self, space: str, *, writing: bool = False) -> LiveSpace:
         """The live space, opened from the store on first use and again whenever it is not
@@ -197,16 +212,24 @@ class Memory:
             live = self._live.get(space)
             if not self._current(live) or (writing and live.unsaved_repair):
                 if live is not None and not live.broken:
-                    log.info("space %s: the store moved to generation %d (another process wrote); reloading",
-                             space, self.store.generation(space))
+                    epoch, generation = self.store.stamp(space)
+                    if epoch != live.stamp[0]:  # deleted (and perhaps recreated) by another process
+                        log.info("space %s was deleted by another process; reloading", space)
+                        self._forget_vectors(space)
+                    else:
+                        log.info("space %s: the store moved to generation %d (another process wrote); reloading",
+                                 space, generation)
                 text_dim = self.store.get_space_meta(space, "text_dim")
                 affect_dim = self.store.get_space_meta(space, "affect_dim")
                 text_dim = int(text_dim) if text_dim else self.text_encoder.dim
                 affect_dim = int(affect_dim) if affect_dim else self.affect_tagger.dim
+                with self._lock:
+                    root = None if space in self._no_files else self.path
                 live = LiveSpace.open(self.store, space, self.config, text_dim, affect_dim,
-                                      lambda texts: self.text_encoder.encode(texts), root=self.path, repair=writing)
+                                      lambda texts: self.text_encoder.encode(texts), root=root, repair=writing)
                 with self._lock:
                     self._live[space] = live
+                    self._no_files.discard(space)
             return live
 
     def views(self, space: str = "default") -> SpaceViews:
@@ -487,6 +510,7 @@ class Memory:
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
                                    plan.cache_keys, extras)
+            self._forget_vectors(space, plan.cache_keys)
             self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
@@ -500,14 +524,16 @@ class Memory:
             live.broken = True  # any holder of this object must not use it again
             with self._lock:
                 self._live.pop(space, None)
+        self._forget_vectors(space)
         self._after_forget(space, None, None)
+        self._file_lock.remove(space)  # held by this write: a writer waiting for it locks a new file
         return len(units)
 
     def _after_forget(self, space: str, texts: list[str] | None, turn_ids: list[str] | None) -> None:
         """The copies outside the store's rows: derived files (rewritten at the next checkpoint),
         LLM cache entries (all of the space's when `texts` is None), the WAL files."""
         if self.path is not None:
-            derived.drop(self.path, space)
+            derived.drop(self.path, space, self.store.name_salt())
         from .llm import forget_cached
 
         cache = self._llm_cache_path()
@@ -559,13 +585,29 @@ class Memory:
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
+        name = self._name(space)
+
+        def run() -> SearchResult:
+            with self._scoped(name):
+                if self.config.method == "fta":
+                    return self._retrieve_fta(query, space, k, when, trace)
+                return self._retrieve_views(query, space, k, when, views, routing, fallback, trace)
+
         try:
-            if self.config.method == "fta":
-                result = self._retrieve_fta(query, space, k, when, trace)
-            else:
-                result = self._retrieve_views(query, space, k, when, views, routing, fallback, trace)
+            try:
+                result = run()
+            except (UnknownSpaceError, UnknownIdError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - re-raised unless the derived files are to blame
+                if not self._distrust_files(name, exc):
+                    raise
+                result = run()
         except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn)
             return SearchResult([], {}, {}, {})
+        live = self._live.get(name)
+        if live is not None:
+            live.from_files = False  # its first search went well: later errors are not the files'
+
         return replace(result, hits=with_sources(result.hits, lambda ids: self._turns_by_id(space, ids)))
 
     def _turns_by_id(self, space: str, turn_ids: Iterable[str]) -> dict[str, Turn]:
@@ -599,6 +641,21 @@ class Memory:
             return search_space(live.index, live.turns, query, q_text, q_affect, k, self.config, live.name,
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
                                 pending=pending, named=named)
+
+    def _distrust_files(self, space: str, exc: Exception) -> bool:
+        """A search failed on indexes just loaded from derived files: drop them (the space is
+        rebuilt from the store on its next use, the files rewritten at the next checkpoint) and
+        say so; False when the live space was not loaded from files (the error is not theirs)."""
+        with self._lock:
+            live = self._live.get(space)
+            if live is None or not live.from_files:
+                return False
+            self._live.pop(space)
+            self._no_files.add(space)
+        live.broken = True
+        log.warning("space %s: searching the indexes loaded from derived files failed (%s: %s); rebuilding them "
+                    "from the store", space, type(exc).__name__, exc)
+        return True
 
     def _readable_space(self, space: str):
         """The live space, after checking that this config's method can read the kind of units
@@ -652,9 +709,7 @@ class Memory:
         dates and views, their source turns, Time summaries) when an LLM is configured, else
         the best evidence sentences with a note saying no LLM is configured. If the LLM says
         the memories lack the answer, it is asked once more with raw turns added."""
-        from .llm import cache_refs
-
-        with cache_refs(f"space:{self._name(space)}"):  # the answer's LLM cache entries belong to the space
+        with self._scoped(self._name(space)):  # the answer's LLM cache entries belong to the space
             return self._answer(question, space, now, top_k)
 
     def _answer(self, question: str, space: str, now, top_k: int | None) -> Answer:
@@ -685,7 +740,8 @@ class Memory:
         from .retrieval import with_fallback
 
         live = self._space(self._known_space(space))
-        q_text = self._encode_query(question)  # models run outside the space's locks
+        with self._scoped(live.name):
+            q_text = self._encode_query(question)  # models run outside the space's locks
         with live.rw.read():
             fused = with_fallback(hits, live.turns, question, q_text, len(hits), self.config, live.name)
         return with_sources(fused, lambda ids: self._turns_by_id(live.name, ids))
@@ -760,7 +816,7 @@ class Memory:
                 if live is not None:
                     live.broken = True
                 if self.path is not None:
-                    derived.drop(self.path, space)
+                    derived.drop(self.path, space, self.store.name_salt())
             return counts
 
         return reindex_store(self.store, enc, tagger, one)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .locks import SpaceFileLock
+from .private_files import private_file
 from .store_sql import _SCHEMA, FORMAT_VERSION, MODEL_KEYS, SqlStore, top_cosine
 
 __all__ = ["BUSY_TIMEOUT_S", "DATABASE_URL_PREFIXES", "FORMAT_VERSION", "MODEL_KEYS", "STORE_FILE", "SqlStore", "Store",
@@ -32,7 +33,7 @@ class Store(SqlStore):
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = None if path is None else Path(path)
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)  # 0600 in a 0700 directory when etamem creates them
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(
             ":memory:" if self.path is None else str(self.path),
@@ -123,4 +124,19 @@ def open_store(target: str | os.PathLike | None) -> tuple[SqlStore, Any, Path | 
     root = Path(target)
     if root.exists() and not root.is_dir():
         raise ValueError(f"path: {root} exists and is not a directory")
-    return Store(root / STORE_FILE), SpaceFileLock(root), root
+    store = Store(root / STORE_FILE)
+    if store.upgraded_from is not None and store.upgraded_from < 5:
+        _drop_unsalted_files(root)
+    return store, SpaceFileLock(root, store.name_salt()), root
+
+
+def _drop_unsalted_files(root: Path) -> None:
+    """Stores before format 5 named derived directories and lock files by an unsalted hash of
+    the space name: the derived files are a cache (rebuilt on the next open) and the lock files
+    are made again on the next write, so both go. (Processes of an older etamem must not be
+    writing the store meanwhile.)"""
+    import shutil
+
+    shutil.rmtree(root / "derived", ignore_errors=True)
+    for lock in (root / "locks").glob("*.lock"):
+        lock.unlink(missing_ok=True)

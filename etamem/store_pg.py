@@ -283,6 +283,9 @@ class PgSpaceLock:
         finally:
             self._release(conn, key)
 
+    def remove(self, space: str) -> None:
+        """Nothing to delete: advisory locks leave no trace."""
+
     def _take(self):
         with self._mutex:
             while self._idle:

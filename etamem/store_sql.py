@@ -14,6 +14,7 @@ neighbours are found (`nearest_units`: exact NumPy here, an HNSW index on Postgr
 from __future__ import annotations
 
 import json
+import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,8 +25,9 @@ import numpy as np
 from .types import AMU, Turn
 
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
-FORMAT_VERSION = 4  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links
-# (older stores are upgraded in place: the tables added since are created empty)
+FORMAT_VERSION = 5  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
+# 5: vector-cache keys scoped by space (the cache of older stores is emptied), space epochs,
+# derived-file records. Older stores are upgraded in place: the tables added since are created empty.
 
 # Written in SQLite's types; PostgreSQL maps BLOB, REAL and TEXT to its own (etamem.store_pg).
 _SCHEMA = """
@@ -122,6 +124,7 @@ _PUT_LINK = upsert("unit_links", ("space", "source", "target", "relation", "conf
 _PUT_CACHED = upsert("vector_cache", ("kind", "model", "key", "vector"), ("kind", "model", "key"))
 _BUMP = ("INSERT INTO space_meta (space, key, value) VALUES (?, 'generation', '1') ON CONFLICT (space, key) "
          "DO UPDATE SET value = CAST(CAST(space_meta.value AS BIGINT) + 1 AS TEXT)")
+_EPOCH = upsert("space_meta", ("space", "key", "value"), ("space", "key"), replace=False)  # set once per life
 
 
 def _blob(vec: np.ndarray) -> bytes:
@@ -202,12 +205,20 @@ class SqlStore:
         outside any transaction. A backend with a vector index creates it here."""
 
     # --- plumbing -------------------------------------------------------------------
+    upgraded_from: int | None = None  # the format version this open upgraded the store from
+
     def _check_version(self) -> None:
         rows = self._query("SELECT value FROM meta WHERE key='format_version'")
+        if rows and int(rows[0][0]) < FORMAT_VERSION:
+            self.upgraded_from = int(rows[0][0])
         if not rows:
             self._execute("INSERT INTO meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),))
-        elif int(rows[0][0]) in (1, 2, 3):  # the tables added since exist now; views and turn vectors are rebuilt on load
-            self._execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
+        elif int(rows[0][0]) in (1, 2, 3, 4):  # the tables added since exist now; views and turn vectors are rebuilt on load
+            with self.transaction() as cur:
+                # vector-cache keys were text hashes shared by every space (a cross-space timing
+                # oracle); they are scoped by space now: the old rows would never be read again
+                cur.execute("DELETE FROM vector_cache")
+                cur.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(rows[0][0]) != FORMAT_VERSION:
             raise ValueError(
                 f"store {self.path}: format version {rows[0][0]} is not supported (this etamem writes {FORMAT_VERSION})"
@@ -264,6 +275,20 @@ class SqlStore:
             cur.executemany(_KEEP_META, [(k, str(models[k])) for k in keys])
             return dict(cur.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", keys).fetchall())
 
+    def name_salt(self) -> str:
+        """A random salt of this store (drawn once, kept in `meta`) for the file names derived
+        from space names (lock files, derived-file directories): a name's hash tells nothing
+        without it."""
+        salt = getattr(self, "_name_salt", None)
+        if salt is None:
+            salt = self.get_meta("name_salt")
+            if salt is None:
+                with self.transaction() as cur:  # two first openers: the first one's salt is kept
+                    cur.execute(_KEEP_META, ("name_salt", secrets.token_hex(16)))
+                    salt = cur.execute("SELECT value FROM meta WHERE key='name_salt'").fetchall()[0][0]
+            self._name_salt = salt
+        return salt
+
     def set_models(self, models: dict[str, str], cur: Any = None) -> None:
         rows = [(k, str(models[k])) for k in MODEL_KEYS if k in models]
         if cur is not None:
@@ -286,11 +311,23 @@ class SqlStore:
         value = self.get_space_meta(space, "generation")
         return int(value) if value else 0
 
+    def stamp(self, space: str) -> tuple[str, int]:
+        """(epoch, generation): which life of the space and which write of it. The epoch is a
+        random token drawn by the first write after the space was created (or deleted: a deleted
+        space's rows go, the counter with them), so a recreated space never repeats the stamp
+        of an earlier life; ("", 0) for a space without rows, "" for a space last written
+        before epochs existed."""
+        rows = dict(self._query("SELECT key, value FROM space_meta WHERE space=? AND key IN ('epoch', 'generation')",
+                                (space,)))
+        return rows.get("epoch", ""), int(rows.get("generation") or 0)
+
     @staticmethod
     def _bump(cur: Any, space: str) -> None:
-        """Raise the space's generation: the first statement of a space's write transaction (on
-        PostgreSQL its row lock also keeps a second writer of the space waiting until the commit)."""
+        """Raise the space's generation (and draw its epoch on its first write): the first
+        statements of a space's write transaction (on PostgreSQL the generation's row lock also
+        keeps a second writer of the space waiting until the commit)."""
         cur.execute(_BUMP, (space,))
+        cur.execute(_EPOCH, (space, "epoch", secrets.token_hex(8)))
 
     def get_space_meta(self, space: str, key: str) -> str | None:
         rows = self._query("SELECT value FROM space_meta WHERE space=? AND key=?", (space, key))

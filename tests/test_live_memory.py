@@ -272,7 +272,9 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     reopened = memory(tmp_path / "s", hashing_encoder)
     info = reopened.index_info("u")
     generation = reopened.store.generation("u")
-    assert derived.find(tmp_path / "s", "u", generation) is not None
+    salt = reopened.store.name_salt()
+    assert derived.find(tmp_path / "s", "u", reopened.store.stamp("u"),
+                        reopened.store.get_space_meta("u", derived.RECORD_KEY), salt) is not None
     assert info["saved"] == info["generation"] == generation  # loaded, not rebuilt
     assert info["amus"] == len(reopened.list("u")) and info["routing_modes"]["event"] == "exact"
     assert hits(reopened, "u", queries) == before
@@ -282,15 +284,15 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     stale = memory(tmp_path / "s", hashing_encoder)
     assert stale.index_info("u")["saved"] is None and hits(stale, "u", queries) == after
     stale.close()
-    (target,) = derived.space_dir(tmp_path / "s", "u").glob("g*")  # written by stale.close()
+    (target,) = derived.space_dir(tmp_path / "s", "u", salt).glob("g*")  # written by stale.close()
     for f in target.rglob("*.npy"):
         f.write_bytes(b"not an array")
     caplog.clear()
     damaged = memory(tmp_path / "s", hashing_encoder)
-    assert damaged.index_info("u")["saved"] is None and "rebuilding the indexes" in caplog.text
+    assert damaged.index_info("u")["saved"] is None and "rebuilding" in caplog.text
     assert hits(damaged, "u", queries) == after
     damaged.delete("u")
-    assert not derived.space_dir(tmp_path / "s", "u").exists()
+    assert not derived.space_dir(tmp_path / "s", "u", salt).exists()
 
 
 def test_derived_files_of_another_bm25_stemmer_are_rebuilt(hashing_encoder, tmp_path):

@@ -368,7 +368,23 @@ class LexicalIndex:
         self._n_live, self._total_len = int(meta["n_live"]), int(meta["total_len"])
         if self.n != meta["n"] or self._df.size != len(self.vocab):
             raise ValueError("lexical index files disagree with lexical.json")
+        _check_arrays(arrays, self.n, len(self.vocab))
         return self
+
+
+def _check_arrays(a: dict, n: int, n_words: int) -> None:
+    """Shapes and ranges of saved arrays (a damaged file must fail here, not in a search):
+    CSR pointers monotone and closing on their arrays, word ids and slots in range."""
+    ptr, tok, post_ptr, post_slot = a["doc_ptr"], a["doc_tok"], a["post_ptr"], a["post_slot"]
+    ok = (len(ptr) == n + 1 and len(a["doc_len"]) == n and len(a["alive"]) == n and len(tok) == len(a["doc_tf"])
+          and (n == 0 or (ptr[0] == 0 and ptr[-1] == len(tok) and bool(np.all(np.diff(ptr) >= 0))))
+          and (len(tok) == 0 or (int(tok.min()) >= 0 and int(tok.max()) < n_words))
+          and len(post_ptr) in (0, n_words + 1) and len(post_slot) == len(a["post_tf"])
+          and (len(post_ptr) == 0 or (post_ptr[0] == 0 and post_ptr[-1] == len(post_slot)
+                                      and bool(np.all(np.diff(post_ptr) >= 0))))
+          and (len(post_slot) == 0 or (int(post_slot.min()) >= 0 and int(post_slot.max()) < n)))
+    if not ok:
+        raise ValueError("lexical index arrays are damaged (shapes or ranges)")
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:

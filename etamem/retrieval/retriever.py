@@ -228,6 +228,9 @@ class SpaceIndex:
         times, words = np.load(d / "amu_time.npy"), np.load(d / "amu_time_words.npy")
         if times.shape != (n,) or words.shape != (n,):
             raise ValueError("saved AMU times do not match the slots")
+        stored_times = np.fromiter((amus[i].timestamp.timestamp() for i in order.tolist()), np.float64, len(order))
+        if not np.allclose(np.asarray(times, np.float64)[where], stored_times, rtol=0, atol=1e-3):
+            raise ValueError("saved AMU slots do not match the stored units (their times differ)")
         alive = np.zeros(n, bool)
         alive[where] = True
         question = np.zeros(n, bool)

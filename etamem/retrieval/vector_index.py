@@ -256,6 +256,12 @@ class VectorIndex:
         if vecs.shape != (n, index.dim) or vecs.dtype != np.float32:
             raise ValueError(f"vectors.npy is {vecs.shape} {vecs.dtype}, expected ({n}, {index.dim}) float32")
         stored = json.loads((d / "keys.json").read_text())
+        keys, slots = stored["keys"], stored["slots"]
+        if (len(keys) != len(slots) or len(set(slots)) != len(slots) or len(set(keys)) != len(keys)
+                or any(not isinstance(x, int) or not 0 <= x < n for x in slots)):
+            raise ValueError("keys.json: keys and slots do not describe the saved vectors")
+        if n and not np.isfinite(vecs[np.asarray(slots, np.int64)]).all():
+            raise ValueError("vectors.npy holds values that are not finite")
         index._vecs, index._n, index.mode = vecs, n, meta["mode"]
         index._live = np.zeros(n, bool)
         index._live[stored["slots"]] = True

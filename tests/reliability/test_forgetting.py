@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from etamem.encoders import text_hash
+from etamem.cache_scope import key as cache_key
 from etamem.inspect import export_store
 from etamem.retrieval import turn_text
 from rel_common import conversation, fast_memory, files_containing, isolation_run, view_problems
@@ -82,7 +82,7 @@ def test_a_deleted_canary_is_found_nowhere(tmp_path, how, llm, chat_server):
     v_before = [(h.amu.amu_id, round(h.score, 6)) for h in mem.search("green tea", space="v", top_k=20)]
     n_units = len(mem.list("u"))
     turn = mem.turns("u", turn_ids=["c:0"])[0]
-    assert len(mem.store.get_vectors("text", mem.text_encoder.name, [text_hash(unit.text)])) == 1
+    assert len(mem.store.get_vectors("text", mem.text_encoder.name, [cache_key(unit.text, "u")])) == 1
 
     if how == "amu":
         assert mem.delete("u", unit.amu_id) == 1
@@ -97,7 +97,7 @@ def test_a_deleted_canary_is_found_nowhere(tmp_path, how, llm, chat_server):
         assert mem.spaces() == ["v"]
     mem.checkpoint()
     enc = mem.text_encoder
-    assert mem.store.get_vectors("text", enc.name, [text_hash(unit.text), text_hash(turn_text(turn))]) == {}
+    assert mem.store.get_vectors("text", enc.name, [cache_key(unit.text, "u"), cache_key(turn_text(turn), "u")]) == {}
 
     if how != "space":
         assert not any(CANARY in t for t in seen(mem, "u"))

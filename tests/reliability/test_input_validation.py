@@ -189,6 +189,9 @@ def test_extra_must_be_json_and_within_the_limit():
         normalise_turns([_turn(extra={"caption": "x" * 50})], "u", default_tz="UTC", max_turn_chars=50)
     ok = normalise_turns([_turn(extra={"caption": "a cat"})], "u", default_tz="UTC", max_turn_chars=50)
     assert ok[0].extra == {"caption": "a cat"}
+    for bad in (float("nan"), float("inf"), -float("inf")):  # not JSON: other readers of the store refuse them
+        with pytest.raises(ValueError, match=r"turns\[0\]\.extra: not JSON-serialisable"):
+            normalise_turns([_turn(extra={"a": [bad]})], "u", default_tz="UTC")
 
 
 @pytest.mark.parametrize("field", ["speaker", "session_id", "turn_id"])

@@ -280,3 +280,37 @@ def test_cli_reindex_and_identity_error(tmp_path):
     hits = fast_memory  # the store now refuses the hashing encoder and serves the default one
     with pytest.raises(ValueError, match="built with 'all-MiniLM-L6-v2'"):
         hits(root).search("hiking", space="u")
+
+
+def test_a_full_disk_during_ingest_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    """`etamem ingest` on a full disk: one line naming the cause, status 1, no traceback; the
+    turns acknowledged before stay."""
+    import json as _json
+
+    from etamem.cli import main
+    from etamem.store_sql import SqlStore
+
+    conv = [{"space": "u", "session_id": f"s{i // 3}", "turn_id": f"t{i}", "speaker": "Ana",
+             "text": f"I planted tomatoes number {i} in the garden.", "timestamp": f"2023-05-0{1 + i // 3}T10:0{i % 3}:00"}
+            for i in range(6)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(_json.dumps(t) for t in conv) + "\n")
+    real, calls = SqlStore.insert_turns, []
+
+    def full(self, turns, first_seq):
+        calls.append(len(turns))
+        if len(calls) > 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, turns, first_seq)
+
+    monkeypatch.setattr(SqlStore, "insert_turns", full)
+    rc = main(["ingest", str(path), "--store", str(tmp_path / "s"), "--format", "jsonl", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("etamem:")] == [
+        "etamem: error: the store failed: database or disk is full (what was acknowledged before is stored; run "
+        "the command again once the cause is fixed)"]
+    monkeypatch.setattr(SqlStore, "insert_turns", real)
+    store = Store(tmp_path / "s" / "memory.sqlite")
+    assert store.count_turns("u") == calls[0] > 0  # the first write's turns stayed
+    store.close()
