@@ -49,7 +49,9 @@ _ABBREV_NEVER = {
 # A sentence end only when the next sentence starts with a capital letter or a digit.
 _ABBREV_MAYBE = {"a.m", "p.m", "etc", "u.s", "u.k", "inc", "co", "ltd", "corp", "jan", "feb",
                  "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
-_BOUNDARY_RE = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+")
+# Patterns searched through a whole text open with a lookbehind and use possessive runs so
+# that a long run of spaces or punctuation is scanned once, not once per start position.
+_BOUNDARY_RE = re.compile(r"(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\]]*+\s+")
 _LAST_TOKEN_RE = re.compile(r"([A-Za-z](?:[A-Za-z.]*[A-Za-z])?)\.$")
 
 
@@ -91,7 +93,7 @@ _NAME = r"[A-Z][a-z]+(?:\s[A-Z][a-z]+)?"
 _LEAD_INTERJ_RE = re.compile(rf"^(?:{_INTERJ})\b\s*(?:[,!.\u2026~:;-]+\s*|$)", re.IGNORECASE)
 _LEAD_GREET_NAME_RE = re.compile(rf"^(?i:{_GREETING})\s+{_NAME}\b\s*[,!.\u2026~-]*\s*")
 _LEAD_VOCATIVE_RE = re.compile(rf"^{_NAME}\s*(?:[,!\u2026]+\s*|\.$)")
-_TRAIL_INTERJ_RE = re.compile(r"\s*\b(?:lol+|ha(?:ha)+h?|lmao|xd)\b[\s!.]*$", re.IGNORECASE)
+_TRAIL_INTERJ_RE = re.compile(r"(?<!\s)\s*+\b(?:lol+|ha(?:ha)+h?|lmao|xd)\b[\s!.]*+$", re.IGNORECASE)
 # "Thanks for telling me, ...", "Thank you for letting me know that." (what follows is the content)
 _LEAD_THANKS_RE = re.compile(
     r"^(?:thanks|thank\s+you)(?:\s+(?:so|very)\s+much|\s+a\s+lot)?\s+for\s+"
@@ -147,7 +149,7 @@ def content_words(sentence: str) -> list[str]:
 
 
 # --- short sentences worth keeping --------------------------------------------------------
-_TRAIL_VOCATIVE_RE = re.compile(rf"\s*,\s*{_NAME}\s*[!.?\u2026~]*$")
+_TRAIL_VOCATIVE_RE = re.compile(rf"(?<!\s)\s*+,\s*+{_NAME}\s*+[!.?\u2026~]*+$")
 _NUMBER_WORDS = set(
     "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "

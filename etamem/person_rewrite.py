@@ -11,6 +11,7 @@ and lives in Seattle").
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from typing import Any, Mapping, Sequence
 
 from .types import Turn
@@ -239,16 +240,20 @@ _OBJECTS_RE = re.compile(r"\b(myself|mine|my|me)\b(?![\w'\u2019]|\.\w)", re.I)
 _OTHER_SUBJECT_RE = re.compile(r"\b(?:he|she|they|we|you|who|which)\b", re.I)
 
 
-def _clause_start(text: str, pos: int) -> int:
-    """Where the clause holding `pos` starts: after the last punctuation before it."""
-    return max((m.end() for m in _CLAUSE_BOUNDARY_RE.finditer(text, 0, pos)), default=0)
+def _clause_starts(text: str) -> list[int]:
+    """Where the clauses of `text` start: 0 and after each punctuation mark."""
+    return [0, *(m.end() for m in _CLAUSE_BOUNDARY_RE.finditer(text))]
 
 
-def _speaker_leads(clause: str, name: str) -> bool:
-    """Whether `clause` opens with the speaker as its subject ("Bob starts ...", not "Bob's dog"
-    nor "Bob and Tom") and names no other subject (he, she, they, we, you, who, which)."""
-    head = re.match(rf"\s*(?i:{re.escape(name)})\s+(?!(?:and|or)\b)[a-z]", clause)
-    return head is not None and not _OTHER_SUBJECT_RE.search(clause)
+def _clause_start(starts: list[int], pos: int) -> int:
+    """Where the clause holding `pos` starts (`starts` from `_clause_starts`): after the last
+    punctuation before it."""
+    return starts[bisect_right(starts, pos) - 1]
+
+
+def _speaker_head(name: str) -> re.Pattern[str]:
+    """The speaker as a clause's subject: "Bob starts ...", not "Bob's dog" nor "Bob and Tom"."""
+    return re.compile(rf"\s*(?i:{re.escape(name)})\s+(?!(?:and|or)\b)[a-z]")
 
 
 _LEAD_ADVERB = r"(?i:yesterday|today|tonight|then|now|recently|finally|also|so|and|but|actually|still|just)"
@@ -262,21 +267,57 @@ def _after_speaker_verb(clause: str, name: str) -> bool:
                         rf"(?:\s+(?!(?:and|or)\b)[a-z][\w'\u2019-]*){{1,2}}\s+", clause) is not None
 
 
+class _ClauseTail:
+    """The clause being written (the text after the last punctuation mark of what was appended),
+    kept only while it has at most `max_words` words: `_after_speaker_verb` needs no more, and a
+    long clause is then never joined again (linear in the text)."""
+
+    def __init__(self, max_words: int) -> None:
+        self.max_words = max_words
+        self.pieces: list[str] = []
+        self.words = 0
+        self.after_space = True  # the clause so far ends in whitespace (or is empty)
+
+    def add(self, piece: str) -> None:
+        cut = None
+        for cut in _CLAUSE_BOUNDARY_RE.finditer(piece):
+            pass
+        if cut is not None:
+            self.pieces, self.words, self.after_space = [], 0, True
+            piece = piece[cut.end():]
+        if not piece or self.words > self.max_words:
+            return
+        self.words += sum(1 for _ in _WORD_RUN_RE.finditer(piece)) - (not self.after_space and not piece[0].isspace())
+        self.after_space = piece[-1].isspace()
+        self.pieces.append(piece)
+
+    def text(self) -> str | None:
+        """The clause, or None when it has more than `max_words` words."""
+        return "".join(self.pieces) if self.words <= self.max_words else None
+
+
+_WORD_RUN_RE = re.compile(r"\S+")
+
+
 def _rewrite_objects(text: str, name: str) -> str:
     """my/mine/myself/me -> "<name>'s" / "<name>'s" / name / name; right after the speaker as
     subject and its verb (`_after_speaker_verb`), my/mine/myself -> their/theirs/themselves
     ("Bob starts their new job", "Bob lost theirs", "Bob made it themselves")."""
     out: list[str] = []
+    # an adverb, the name and two words: what `_after_speaker_verb` can accept
+    clause = _ClauseTail(3 + len(name.split()))
     last = 0
     for m in _OBJECTS_RE.finditer(text):
         tok = m.group(1)
         out.append(text[last:m.start()])
+        clause.add(out[-1])
         last = m.end()
         if len(tok) > 1 and tok.isupper():  # "ME", "MY": acronyms
             out.append(tok)
+            clause.add(tok)
             continue
-        so_far = "".join(out)
-        said = _after_speaker_verb(so_far[_clause_start(so_far, len(so_far)):], name)
+        so_far = clause.text()
+        said = so_far is not None and _after_speaker_verb(so_far, name)
         word = tok.lower()
         if word == "me":
             out.append(name)
@@ -286,6 +327,7 @@ def _rewrite_objects(text: str, name: str) -> str:
             out.append("theirs" if said else f"{name}'s")
         else:
             out.append("themselves" if said else name)
+        clause.add(out[-1])
     out.append(text[last:])
     return "".join(out)
 
@@ -294,11 +336,25 @@ def _elide_repeated_subject(text: str, name: str) -> str:
     """"<name> is vegetarian and <name> lives in Seattle" -> "... and lives in Seattle": the
     speaker as subject again after "and", when the clause before starts with the speaker as
     subject and names no other subject (he, she, they, we, you, who, which)."""
-    pattern = re.compile(rf"(,?\s+and)\s+(?i:{re.escape(name)})(?=\s+(?!(?:and|or)\b)[a-z])")
+    # the lookbehind and the possessive run: a long run of spaces is scanned once
+    pattern = re.compile(rf"(,?(?<!\s)\s++and)\s+(?i:{re.escape(name)})(?=\s+(?!(?:and|or)\b)[a-z])")
+    starts: list[int] | None = None
+    others: list[re.Match[str]] = []
+    heads: dict[int, int] = {}  # clause start -> end of the speaker as its subject (-1: not)
     out: list[str] = []
     last = 0
     for m in pattern.finditer(text):
-        if not _speaker_leads(text[_clause_start(text, m.start()):m.start()], name):
+        if starts is None:  # clause starts and other subjects: found once, read per match
+            starts = _clause_starts(text)
+            others = list(_OTHER_SUBJECT_RE.finditer(text))
+            other_starts = [o.start() for o in others]
+            head = _speaker_head(name)
+        start = _clause_start(starts, m.start())
+        if start not in heads:
+            h = head.match(text, start)
+            heads[start] = h.end() if h else -1
+        i = bisect_left(other_starts, start)  # the first other subject in the clause, if any
+        if not 0 <= heads[start] <= m.start() or (i < len(others) and others[i].end() <= m.start()):
             continue
         out.append(text[last:m.end(1)])
         last = m.end()

@@ -163,7 +163,8 @@ def _same_attribute_new_value(old: str, new: str) -> bool:
         [w for w in a[k:] if w.isdigit()] != [w for w in b[k:] if w.isdigit()]
 
 
-_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|,\s+(?:and\s+|but\s+)?|\s+but\s+")
+# "but" only from the start of a run of spaces (the lookbehind): a long run is scanned once
+_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|,\s+(?:and\s+|but\s+)?|(?<!\s)\s++but\s+")
 
 
 def _clauses(text: str) -> list[str]:

@@ -55,7 +55,10 @@ RELATION_KINDS = {
 }
 _MODIFIERS = r"(?:(?:new|old|late|little|big|younger|older|elder|twin|step|ex-)\s?)?"
 _RELATION_RE = re.compile(
-    r"(?:\b(?P<owner>[A-Z][\w-]*)['\u2019]s\s+|\b(?P<our>[Oo]ur)\s+)(?P<mod>" + _MODIFIERS + r")"
+    # the owner: from the start of a hyphenated word, its first capitalised part, to the word's end
+    # (atomic and possessive: a long hyphenated word is scanned once, not once per part)
+    r"(?:(?<![\w-])(?>[\w-]*?\b(?=[A-Z]))(?P<owner>[A-Z][\w-]*+)['\u2019]s\s+|\b(?P<our>[Oo]ur)\s+)(?P<mod>"
+    + _MODIFIERS + r")"
     r"(?P<rel>" + "|".join(sorted(map(re.escape, RELATION_KINDS), key=len, reverse=True)) + r")\b"
     r"(?:\s+(?P<name>[A-Z][a-z]+)\b)?")
 _NOT_NAMES = {"I", "The", "And", "But", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",

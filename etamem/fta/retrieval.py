@@ -74,10 +74,13 @@ _MAX_HALF_LIFE_DAYS = 30.0
 _CHUNK_ROWS = 4096  # rows per float64 block in `rank`
 
 _F = re.IGNORECASE
+# "how did/does/... <...> feel/react/cope/take it" within one sentence (`_asks_feeling`), or:
+_FEEL_HOW = re.compile(r"\bhow\s+(?:did|does|do|was|were|is|are|has|have|had|will|would|might)\b", _F)
+_FEEL_VERB = re.compile(
+    r"\b(?:feel|feels|felt|feeling|feelings|react|reacted|cope|coped|coping|take\s+it|took\s+it)\b", _F)
+_SENTENCE_END = re.compile(r"[?.!]")
 _FEEL = re.compile(
-    r"\bhow\s+(?:did|does|do|was|were|is|are|has|have|had|will|would|might)\b[^?.!]*?"
-    r"\b(?:feel|feels|felt|feeling|feelings|react|reacted|cope|coped|coping|take\s+it|took\s+it)\b"
-    r"|\b(?:what|which)\s+(?:emotions?|feelings?|mood)\b|\bemotional(?:ly)?\b|\bmood\b"
+    r"\b(?:what|which)\s+(?:emotions?|feelings?|mood)\b|\bemotional(?:ly)?\b|\bmood\b"
     r"|\b(?:feel|feels|felt)\s+about\b", _F)
 _WHY = re.compile(
     r"^\W*why\b|\bwhy\s+(?:did|does|do|was|is|were|are|has|have|had|would|will|can|could|might)\b"
@@ -118,11 +121,30 @@ class QueryFeatures:
     polarity: str | None = None
 
 
+def _asks_feeling(query: str) -> bool:
+    """Whether `query` asks how someone felt, reacted or coped: "how did/does/... <...>
+    feel/react/cope/take it" in one sentence, "what emotions", "emotional", "mood", "feel
+    about". Each sentence is scanned once from its first "how <auxiliary>" (a later one in the
+    same sentence sees less of it), so a long query costs linear time."""
+    if _FEEL.search(query):
+        return True
+    pos = 0
+    while (how := _FEEL_HOW.search(query, pos)) is not None:
+        end = _SENTENCE_END.search(query, how.end())
+        stop = end.start() if end else len(query)
+        if _FEEL_VERB.search(query[how.end():stop]):
+            return True
+        pos = stop + 1
+    return False
+
+
 def question_form(query: str) -> str | None:
     """The question form of `query` (rule order: when, feel, why, plan, preference), else None."""
     if is_when_question(query):
         return "when"
-    for form, rx in (("feel", _FEEL), ("why", _WHY), ("plan", _PLAN), ("preference", _PREFERENCE)):
+    if _asks_feeling(query):
+        return "feel"
+    for form, rx in (("why", _WHY), ("plan", _PLAN), ("preference", _PREFERENCE)):
         if rx.search(query):
             return form
     return None

@@ -291,6 +291,18 @@ _ORD = ("first", "second", "third", "fourth")
 _Cand = namedtuple("_Cand", "s e start end kind order")  # text span, window, rule order
 
 
+def _inner_spans(spans: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The spans that lie inside another one (sorted by start, then longest first, a span is
+    inside another when one before it ends at or after its end)."""
+    inner = set()
+    reach = -1
+    for s, e in sorted(spans, key=lambda span: (span[0], -span[1])):
+        if reach >= e:
+            inner.add((s, e))
+        reach = max(reach, e)
+    return inner
+
+
 def parse_time_window(question: str, now: datetime | None) -> TimeWindow | None:
     """The most specific time window named in `question`, resolved against `now`; None when
     none is named, or when it would fall outside the calendar (years 1..9999)."""
@@ -316,8 +328,12 @@ def _parse_time_window(question: str, now: datetime | None) -> TimeWindow | None
                 cands.append(_Cand(m.start(), m.end(), *got, len(cands)))
     mods = sorted([*_OFFSET.finditer(question), *_WEEK_OF.finditer(question)],
                   key=lambda m: m.start(), reverse=True)
+    by_start: dict[int, _Cand] = {}  # text start -> the first of the longest candidates there
+    for k in cands:
+        if k.s not in by_start or k.e > by_start[k.s].e:
+            by_start[k.s] = k
     for m in mods:  # innermost first, so offsets can chain
-        a = max((k for k in cands if k.s == m.end()), key=lambda k: k.e, default=None)
+        a = by_start.get(m.end())
         if a is None or (m.re is _WEEK_OF and (a.end - a.start > timedelta(days=1)) != bool(m["ord"])):
             continue  # "the week of" needs a day, "the first/last week of" a month or year
         if m.re is _WEEK_OF and m["ord"]:  # days 1-7, 8-14, ..., or the last 7 days
@@ -334,9 +350,10 @@ def _parse_time_window(question: str, now: datetime | None) -> TimeWindow | None
             else:
                 start, end, kind = _shift(a.start, m["u"], -hi), _shift(a.end, m["u"], -lo), "before"
         cands.append(_Cand(m.start(), a.e, start, end, kind, len(cands)))
-    spans = {(k.s, k.e) for k in cands}
-    kept = [k for k in cands
-            if not any(s <= k.s and k.e <= e and (s, e) != (k.s, k.e) for s, e in spans)]
+        if m.start() not in by_start or a.e > by_start[m.start()].e:
+            by_start[m.start()] = cands[-1]
+    inner = _inner_spans({(k.s, k.e) for k in cands})
+    kept = [k for k in cands if (k.s, k.e) not in inner]
     if not kept:
         return None
     best = min(kept, key=lambda k: (k.end - k.start, k.s, k.order))
