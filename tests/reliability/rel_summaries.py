@@ -53,9 +53,14 @@ def turns_with_canaries(n_sessions: int = 12, per_session: int = 24) -> list[dic
     return out
 
 
-def open_space(root: Path, summary_delta: int = 8, **cfg):
-    """A fast `Memory` at `root` with the given view parameters."""
-    return fast_memory(root, summary_delta=summary_delta, **cfg)
+# narrow nodes, so the trees are deep and maintenance regroups (moves units between inner nodes)
+# often; summaries refreshed only every 16 changes below a node, so they lag behind the moves
+VIEW_CONFIG = {"b_max": 3, "summary_delta": 16}
+
+
+def open_space(root: Path, **cfg):
+    """A fast `Memory` at `root` with `VIEW_CONFIG` (overridden by `cfg`)."""
+    return fast_memory(root, **{**VIEW_CONFIG, **cfg})
 
 
 def add_session(mem, turns: list[dict], s: int) -> None:
@@ -138,30 +143,37 @@ def moved_quotes(mem) -> int:
     return n
 
 
-def stale_summary_run(work: Path, seed: int = 0, n_sessions: int = 16, per_session: int = 24,
-                      deletes_per_session: int = 4, **cfg) -> dict:
-    """Ingest the canary conversation session by session (maintenance at each session end) and
-    delete `deletes_per_session` random units (seeded) after each session; after every delete,
-    collect the quotes of deleted units left in node summaries and representative lists (loaded
-    views and saved rows). Returns {"deletes", "stale_quotes" (distinct node-unit pairs seen; 0
-    is the goal), "nodes" (summarised nodes at the end), "units", "deleted_units",
-    "moved_quotes" (at the end, for information)}, plus "stale" (the pairs, for a test)."""
-    cfg = {"b_max": 3, **cfg}
-    root = Path(work) / f"summaries{seed}"
+def ingest_with_deletes(mem, seed: int = 0, n_sessions: int = 48, per_session: int = 8,
+                        deletes_per_session: int = 2, check: bool = True) -> tuple[set[tuple], dict[str, set[str]]]:
+    """Ingest the canary conversation into `SPACE` session by session (maintenance at each
+    session end), deleting `deletes_per_session` random units (seeded) after each session.
+    Returns (the `stale_quotes` found after any delete when `check`, deleted unit id -> its
+    canary tokens)."""
     rng = np.random.default_rng(seed)
-    mem = open_space(root, **cfg)
     stale: set[tuple] = set()
     deleted: dict[str, set[str]] = {}
+    turns = turns_with_canaries(n_sessions, per_session)
+    for s in range(n_sessions):
+        add_session(mem, turns, s)
+        deleted.update(delete_random(mem, deletes_per_session, rng,
+                                     (lambda d: stale.update(stale_quotes(mem, {**deleted, **d}))) if check else None))
+    return stale, deleted
+
+
+def stale_summary_run(work: Path, seed: int = 0, **kw) -> dict:
+    """`ingest_with_deletes` (48 sessions of 8 turns, 2 random deletes after each) in a new store
+    under `work`. Returns {"deletes", "stale_quotes" (distinct node-unit pairs of a deleted unit
+    quoted by a summary or named by a representative list, in the loaded views or the saved rows,
+    seen after any delete; should be 0), "nodes" (summarised nodes at the end), "units",
+    "deleted_units", "moved_quotes" (at the end, for information)}."""
+    cfg = {k: kw.pop(k) for k in list(kw) if k not in ("n_sessions", "per_session", "deletes_per_session")}
+    mem = open_space(Path(work) / f"summaries{seed}", **cfg)
     try:
-        turns = turns_with_canaries(n_sessions, per_session)
-        for s in range(n_sessions):
-            add_session(mem, turns, s)
-            deleted.update(delete_random(mem, deletes_per_session, rng,
-                                         lambda d: stale.update(stale_quotes(mem, {**deleted, **d}))))
-        out = {"deletes": n_sessions * deletes_per_session, "stale_quotes": len({p[1:] for p in stale}),
-               "nodes": sum(bool(x[2]) for x in node_texts(mem.views(SPACE))),
-               "units": len(mem.list(SPACE)) + len(deleted), "deleted_units": len(deleted),
-               "moved_quotes": moved_quotes(mem), "stale": sorted(stale)}
+        stale, deleted = ingest_with_deletes(mem, seed, **kw)
+        return {"deletes": kw.get("n_sessions", 48) * kw.get("deletes_per_session", 2),
+                "stale_quotes": len({p[1:] for p in stale}),
+                "nodes": sum(bool(x[2]) for x in node_texts(mem.views(SPACE))),
+                "units": len(mem.list(SPACE)) + len(deleted), "deleted_units": len(deleted),
+                "moved_quotes": moved_quotes(mem)}
     finally:
         mem.close()
-    return out
