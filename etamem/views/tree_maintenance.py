@@ -333,6 +333,8 @@ class TreeMaintenance:
         `summary_delta` changes) are recomputed; an LLM summary quoting one becomes extractive
         (the LLM's comes back at the node's next refresh)."""
         rows = {self.row_of[a] for a in amu_ids if a in self.row_of}
+        if not rows:  # none of them is in this tree: no summary of it can quote them
+            return
         above = {n for a in amu_ids for n in self.ancestors(a)}
         for a in amu_ids:
             self.delete(a)
