@@ -56,6 +56,7 @@ class SemanticTree(TreeMaintenance):
         self.members: list[list[int]] = []
         self.summary: list[str | None] = []
         self.reps: list[list[int]] = []
+        self.quotes: list[list[int] | None] = []  # rows a node's summary may quote (None: any)
         self.n_rows = 0
         self.X = np.zeros((0, self.dim), np.float32)
         self.leaf_of = np.zeros(0, np.int64)
@@ -135,6 +136,7 @@ class SemanticTree(TreeMaintenance):
         self.members.append([])
         self.summary.append(None)
         self.reps.append([])
+        self.quotes.append([])
         self._kids_stale.add(nid)
         self._sizes_stale.add(nid)
         if parent >= 0:
@@ -156,7 +158,7 @@ class SemanticTree(TreeMaintenance):
             self.changed.add(p)
         self.alive[nid] = False
         self._sizes_stale.add(nid)
-        self.children[nid], self.members[nid], self.reps[nid] = [], [], []
+        self.children[nid], self.members[nid], self.reps[nid], self.quotes[nid] = [], [], [], []
         self._kids_stale.add(nid)
         self.summary[nid] = None
         self.changed.discard(nid)
@@ -435,6 +437,7 @@ class SemanticTree(TreeMaintenance):
             if self.summary[n] is not None:
                 self.reps[n] = self._representatives(n)
                 self.summary[n] = " ".join(self.texts[r] for r in self.reps[n])
+                self.quotes[n] = list(self.reps[n])
                 self.changed.add(n)
 
     def leaf_text(self, leaf: int) -> str:
@@ -458,7 +461,18 @@ class SemanticTree(TreeMaintenance):
                 "children": [str(c) for c in self.children[nid]],
                 "members": [self.amu_ids[r] for r in self.members[nid]], "count": int(self.count[nid]),
                 "sum": self.sums[nid].astype("<f8").tobytes(), "summary": self.summary[nid],
-                "pending": int(self.pending[nid]), "info": {"reps": [self.amu_ids[r] for r in self.reps[nid]]}}
+                "pending": int(self.pending[nid]), "info": {"reps": [self.amu_ids[r] for r in self.reps[nid]],
+                                                            **self._quotes_info(nid)}}
+
+    def _quotes_info(self, nid: int) -> dict:
+        """The node row's record of what its summary quotes: none without a summary, "reps" for
+        its representatives (extractive), else the unit ids, or None for anything."""
+        quoted = self.quotes[nid]
+        if self.summary[nid] is None:
+            return {}
+        if quoted == self.reps[nid]:
+            return {"quotes": "reps"}
+        return {"quotes": None if quoted is None else [self.amu_ids[r] for r in quoted]}
 
     def state(self) -> dict:
         return {"dim": self.dim, "root": self.root, "n_nodes": self.n_nodes, "steps": self.steps,
@@ -482,6 +496,7 @@ class SemanticTree(TreeMaintenance):
         tree.members = [[] for _ in range(n)]
         tree.summary = [None] * n
         tree.reps = [[] for _ in range(n)]
+        tree.quotes = [[] for _ in range(n)]
         tree.root, tree.steps, tree.stats = int(state["root"]), int(state["steps"]), dict(state["stats"])
         ids = [a for r in rows for a in r["members"]]
         tree.n_rows = len(ids)
@@ -503,13 +518,34 @@ class SemanticTree(TreeMaintenance):
             tree.leaf_of[tree.members[nid]] = nid
             tree.count[nid], tree.pending[nid], tree.summary[nid] = r["count"], r["pending"], r["summary"]
             tree.sums[nid] = np.frombuffer(r["sum"], dtype="<f8")
-            tree.reps[nid] = [tree.row_of[a] for a in r["info"].get("reps", []) if a in tree.row_of]
+            reps = r["info"].get("reps", [])
+            tree.reps[nid] = [tree.row_of[a] for a in reps if a in tree.row_of]
+            tree.quotes[nid] = tree._restored_quotes(r, reps)
         tree.cent[:n] = _unit(tree.sums[:n])  # dead rows stay 0
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
         tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
         tree._sizes_stale = set(range(n))
         return tree
+
+    def _restored_quotes(self, row: dict, reps: list[str]) -> list[int] | None:
+        """What a saved node's summary may quote (rows; None: anything). A row without the
+        record (an older store) quotes its representatives if the summary is exactly their
+        texts, else (an LLM's summary, or representatives gone) anything; so does a record
+        naming a unit that is not in the tree any more."""
+        if row["summary"] is None:
+            return []
+        saved = row["info"].get("quotes", "legacy")
+        if saved == "reps" or saved == "legacy":
+            ids = reps
+            if saved == "legacy" and row["summary"] != " ".join(self.texts[self.row_of[a]] if a in self.row_of
+                                                                else "\0" for a in reps):
+                return None
+        elif saved is None:
+            return None
+        else:
+            ids = saved
+        return [self.row_of[a] for a in ids] if all(a in self.row_of for a in ids) else None
 
     # --- inspection -----------------------------------------------------------------------------
     def depth(self) -> int:

@@ -89,16 +89,16 @@ class SpaceViews:
         return self.time.delete(amu_id) or found
 
     def forget(self, amu_ids: list[str]) -> None:
-        """Remove AMUs and recompute, extractively, the summaries of every node above them: a
-        summary (an LLM's too) may quote a removed text. LLM summaries come back at the nodes'
-        next refresh."""
-        above = {view: set() for view in VIEWS}
+        """Remove AMUs and recompute, extractively, the summaries that may quote them (an LLM's
+        too; it comes back at the node's next refresh): in the trees, those of the nodes above
+        them and of every node whose recorded quotes name one (`SemanticTree.forget`: units move
+        between nodes); in the Time forest, where units never move, those above them."""
+        for view in ("event", "affect"):
+            self.tree(view).forget(amu_ids)
+        above = {n for a in amu_ids for n in self.time.ancestors(a)}
         for a in amu_ids:
-            for view in VIEWS:
-                above[view].update(getattr(self, view).ancestors(a))
-            self.remove(a)
-        for view in VIEWS:
-            getattr(self, view).refresh_summaries(above[view])
+            self.time.delete(a)
+        self.time.refresh_summaries(above)
 
     def maintain(self, summariser: Callable | None = None) -> dict[str, dict[str, int]]:
         return {"event": self.event.maintain(summariser), "affect": self.affect.maintain(summariser),
@@ -123,16 +123,17 @@ class SpaceViews:
 
     def set_summaries(self, texts: dict[tuple[str, object], str]) -> None:
         """Install summaries computed outside `maintain` ((view, node) -> text) for nodes that
-        still exist; they are persisted by the next save."""
+        still exist, deepest first (a tree node records what it may quote from its children's
+        records); they are persisted by the next save."""
         for (view, n), text in texts.items():
-            obj = getattr(self, view)
-            if view == "time":
-                if n in obj.nodes:
-                    obj.nodes[n].summary = text
-                    obj.changed.add(n)
-            elif obj.alive[n] and not obj.leaf_flag[n]:
-                obj.summary[n] = text
-                obj.changed.add(n)
+            if view == "time" and n in self.time.nodes:
+                self.time.nodes[n].summary = text
+                self.time.changed.add(n)
+        for view in ("event", "affect"):
+            tree = self.tree(view)
+            mine = [n for v, n in texts if v == view and tree.alive[n] and not tree.leaf_flag[n]]
+            for n in sorted(mine, key=lambda n: -len(tree.path(n))):
+                tree.set_summary(n, texts[(view, n)])
 
     def view_of(self, amu_id: str) -> str | None:
         for view in ("event", "affect"):

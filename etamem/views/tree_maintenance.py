@@ -15,6 +15,7 @@ import numpy as np
 from ..kernels import balanced_split, cohesion_from_sum
 
 Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
+QUOTES_CAP = 512  # units an LLM summary's record of what it may quote holds; past it: anything
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -295,7 +296,51 @@ class TreeMaintenance:
             reps = [self.texts[r] for r in self.reps[n]]
             self.summarised.append(n)
             if summariser is None:
-                self.summary[n] = " ".join(reps)
+                self.summary[n], self.quotes[n] = " ".join(reps), list(self.reps[n])
             else:
-                self.summary[n] = summariser([self.node_text(c) for c in self.children[n]], reps)
+                self.set_summary(n, summariser([self.node_text(c) for c in self.children[n]], reps))
             self.stats["summaries_first" if first else "summaries_refresh"] += 1
+
+    # --- what summaries quote ---------------------------------------------------------------
+    def set_summary(self, n: int, text: str) -> None:
+        """Install a summary written from the node's child texts and representatives (an LLM's):
+        it may quote any unit that a child's text held (a leaf's members, an inner child's own
+        quotes) or a representative; past `QUOTES_CAP` units it counts as quoting anything."""
+        quoted: set[int] | None = set(self.reps[n])
+        for c in self.children[n]:
+            src = self.members[c] if self.leaf_flag[c] else self.quotes[c]
+            if src is None or len(quoted) + len(src) > QUOTES_CAP:
+                quoted = None
+                break
+            quoted.update(src)
+        self.summary[n], self.quotes[n] = text, None if quoted is None else sorted(quoted)
+        self.changed.add(n)
+
+    def quoting(self, rows) -> set[int]:
+        """Live inner nodes whose summary may quote one of these rows (their recorded quotes
+        include one, or are unknown), wherever the rows sit now."""
+        rows = set(rows)
+        out = set()
+        for n in np.flatnonzero(self.alive[: self.n_nodes] & ~self.is_leaf[: self.n_nodes]).tolist():
+            if self.summary[n] is not None and (self.quotes[n] is None or not rows.isdisjoint(self.quotes[n])):
+                out.add(n)
+        return out
+
+    def forget(self, amu_ids) -> None:
+        """Delete AMUs and take them out of every summary and representative list: the
+        extractive summaries of the nodes above them and of every node whose summary may quote
+        one (maintenance moves units between nodes, a summary is refreshed only every
+        `summary_delta` changes) are recomputed; an LLM summary quoting one becomes extractive
+        (the LLM's comes back at the node's next refresh)."""
+        rows = {self.row_of[a] for a in amu_ids if a in self.row_of}
+        if not rows:  # none of them is in this tree: no summary of it can quote them
+            return
+        above = {n for a in amu_ids for n in self.ancestors(a)}
+        for a in amu_ids:
+            self.delete(a)
+        self.refresh_summaries(above | self.quoting(rows))
+        for n in np.flatnonzero(self.alive[: self.n_nodes]).tolist():  # representatives without a summary
+            if not rows.isdisjoint(self.reps[n]):
+                self.reps[n] = self._representatives(n) if self.leaf_flag[n] else \
+                    [r for r in self.reps[n] if r not in rows]
+                self.changed.add(n)
