@@ -32,6 +32,10 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     """An `MCPServer` whose tools call `memory` (an `etamem.Memory`) for the request's caller."""
     import anyio
 
+    from .server_guard import checked_admin_key
+
+    admin_key = checked_admin_key(admin_key, "admin_key")
+
     Context, MCPServer, ToolError = _mcp()
     server = MCPServer(name="etamem", instructions=(
         "Long-term memory of conversations. Store chat messages ({role, content}) or dialogue turns "
@@ -107,22 +111,23 @@ def run(store: str, *, transport: str = "stdio", host: str = "127.0.0.1", port: 
     """Serve `store` over MCP until stopped (stdio: until the client closes stdin); the models are
     loaded before the first call."""
     from .memory import Memory
+    from .serve_cli import admin_key_from_env
 
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport: expected 'stdio' or 'http', got {transport!r}")
+    admin_key = admin_key_from_env()  # the rule of `etamem serve`: at least 24 characters
     key = os.environ.get(API_KEY_ENV) if transport == "stdio" else None
     if transport == "stdio" and not key:
         raise ValueError(f"{API_KEY_ENV}: set the API key this stdio server acts for (etamem keys create)")
-    admin_key = os.environ.get("ETAMEM_ADMIN_KEY") or None
     memory = Memory(store, config)
     try:
         memory.warm()
         if transport == "stdio":
             build_server(memory, stdio_key=key, admin_key=admin_key).run("stdio")
         else:
-            import uvicorn
+            from .server_guard import run_server, server_config
 
             app = build_server(memory, admin_key=admin_key).streamable_http_app(host=host)
-            uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+            run_server(server_config(app, host=host, port=port, graceful_s=30))
     finally:
         memory.close()

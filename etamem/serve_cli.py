@@ -9,14 +9,19 @@ import sys
 ADMIN_KEY_ENV = "ETAMEM_ADMIN_KEY"
 
 
+def admin_key_from_env() -> str | None:
+    """The admin key from ETAMEM_ADMIN_KEY (None when unset), held to the one rule of every
+    server here (`server_guard.checked_admin_key`: at least 24 characters)."""
+    from .server_guard import checked_admin_key
+
+    return checked_admin_key(os.environ.get(ADMIN_KEY_ENV), ADMIN_KEY_ENV)
+
+
 def cmd_serve(args) -> int:
     from .cli import _config
     from .server import serve
 
-    admin_key = os.environ.get(ADMIN_KEY_ENV) or None
-    if admin_key is not None and len(admin_key) < 24:
-        raise ValueError(f"{ADMIN_KEY_ENV}: at least 24 characters (e.g. python -c 'import secrets; "
-                         f"print(secrets.token_urlsafe(32))')")
+    admin_key = admin_key_from_env()
     from .store import is_database_url
 
     shown = args.store

@@ -3,14 +3,25 @@
 Every memory route needs an API key (`Authorization: Bearer etm_...` or `X-API-Key`), loopback
 included; `/health` does not. A route runs its engine call in a worker thread inside
 `tenancy.scope(<the key's spaces>)`, so the engine itself refuses another space (403), whatever
-the route checks. Errors are JSON: `{"error": {"code", "message", "field"}}` with the field named
-where the engine or the request schema names one. Request bodies over `max_request_bytes` get 413.
+the route checks. Errors, the framework's (unknown route, wrong method, bad JSON) included, are
+JSON: `{"error": {"code", "message", "field"}}` with the field named where the engine or the
+request schema names one. NaN and Infinity are not JSON: a body holding them gets 422.
+
+One client cannot stall the others (`etamem.server_guard`): the key is checked from the headers
+before the body is read, bodies over `max_request_bytes` get 413, buffered bodies share a byte
+budget, slow request heads and bodies time out. Reads (search, answer, list, ...) and writes
+(add, delete) run in separate worker-thread pools, and the writes to one space wait in that
+space's own queue, outside the pools: a tenant sending large adds back to back holds one write
+thread, never a search thread. Ids are taken whole in the path (`/units/{amu_id:path}`), so any
+id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted.
+
 The models are loaded at startup, before uvicorn accepts connections. A write is answered only
 once committed; on SIGTERM uvicorn stops accepting connections and waits for the requests in
 flight, then the store is closed (derived files written).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -125,49 +136,6 @@ def field_from_loc(loc) -> str | None:
     return field or None
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for request bodies over `limit` bytes, by Content-Length or, without
-    one, counted while reading; the body (at most `limit` bytes) is read before the app runs and
-    handed to it as one message."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def _reject(self, send) -> None:
-        body = json.dumps(error_body("too_large", f"request body over {self.limit} bytes")).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._reject(send)
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._reject(send)
-            if not message.get("more_body", False):
-                break
-        body, sent = b"".join(chunks), False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # after the body: wait for a disconnect, as the server would
-
-        await self.app(scope, replay, send)
-
-
 async def run_scoped(who: tenancy.Caller, operation: str, limiter, fn: Callable, *args, **kwargs):
     """`fn(*args, **kwargs)` in a worker thread (at most `limiter`'s many at once) inside the
     caller's scope (`tenancy.scope`) and an OpenTelemetry span named after `operation`."""
@@ -180,21 +148,114 @@ async def run_scoped(who: tenancy.Caller, operation: str, limiter, fn: Callable,
     return await anyio.to_thread.run_sync(run, limiter=limiter)
 
 
+class _Busy(Exception):
+    """A space's write queue is full (503, Retry-After)."""
+
+
+class WriteQueues:
+    """Writes to one space run one at a time, in arrival order; they wait here, in the event
+    loop, not in a worker thread (the engine would serialise them anyway, each holding a thread).
+    More than `max_waiting` writes waiting for one space: `_Busy`."""
+
+    def __init__(self, max_waiting: int = 32):
+        self.max_waiting = max_waiting
+        self._queues: dict[str, list] = {}  # space -> [lock, how many hold or wait for it]
+
+    @contextlib.asynccontextmanager
+    async def turn(self, space: str):
+        import anyio
+
+        entry = self._queues.setdefault(space, [anyio.Lock(), 0])
+        if entry[1] > self.max_waiting:
+            raise _Busy(f"space {space!r}: {entry[1]} writes already queued; retry")
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                self._queues.pop(space, None)
+
+
+class _StrictJSONRequest:
+    """Mixed into the request class of the routes: JSON bodies parsed without NaN / Infinity
+    (a JSONDecodeError, so FastAPI answers 422), large ones in a worker thread so the event loop
+    keeps serving other connections meanwhile."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            if len(body) > 64 << 10:
+                import anyio
+
+                self._json = await anyio.to_thread.run_sync(strict_json, body)
+            else:
+                self._json = strict_json(body)
+        return self._json
+
+
+def _not_json(name: str):
+    raise json.JSONDecodeError(f"{name} is not JSON (send null or a string)", "", 0)
+
+
+def strict_json(body: bytes | str) -> Any:
+    """`json.loads` refusing NaN, Infinity and -Infinity (JSONDecodeError)."""
+    return json.loads(body, parse_constant=_not_json)
+
+
+def _routes_class():
+    from fastapi.routing import APIRoute
+    from starlette.requests import Request
+
+    class StrictRequest(_StrictJSONRequest, Request):
+        pass
+
+    class StrictJSONRoute(APIRoute):
+        def get_route_handler(self):
+            handler = super().get_route_handler()
+
+            async def strict(request):
+                return await handler(StrictRequest(request.scope, request.receive))
+            return strict
+
+    return StrictJSONRoute
+
+
+PUBLIC_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+_STATUS_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 408: "timeout", 413: "too_large", 415: "unsupported_media_type",
+                 422: "invalid_request", 429: "busy", 503: "busy"}
+
+
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
-               metrics: Metrics | None = None, close_on_shutdown: bool = True, warm: bool = True):
+               metrics: Metrics | None = None, close_on_shutdown: bool = True, warm: bool = True,
+               write_workers: int | None = None, body_timeout_s: float = 30.0,
+               buffered_bytes: int | None = None, buffer_wait_s: float = 5.0, max_queued_writes: int = 32):
     """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store. With `warm`,
-    its startup loads the models (`Memory.warm`)."""
+    its startup loads the models (`Memory.warm`). `workers` threads run reads, `write_workers`
+    (default half as many, at least 1) writes; request bodies buffered at once are at most
+    `buffered_bytes` (default 4 x `max_request_bytes`; a body waits `buffer_wait_s` for room, then
+    503); a body must arrive within `body_timeout_s`; more than `max_queued_writes` writes waiting
+    for one space: 503."""
     fastapi = _fastapi()
     import anyio
     from fastapi import Body, Depends, Header, Path, Query, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, PlainTextResponse
-    from contextlib import asynccontextmanager
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match
 
+    from .server_guard import CALLER, ByteBudget, Gate, checked_admin_key
+
+    admin_key = checked_admin_key(admin_key, "admin_key")
     metrics = metrics or Metrics()
-    limiter = anyio.CapacityLimiter(workers)
+    readers = anyio.CapacityLimiter(workers)
+    writers = anyio.CapacityLimiter(write_workers or max(1, workers // 2))
+    queues = WriteQueues(max_queued_writes)
+    key_checks = anyio.CapacityLimiter(max(2, workers))
 
-    @asynccontextmanager
+    @contextlib.asynccontextmanager
     async def lifespan(app):
         if warm:  # the models load before uvicorn accepts connections, not in the first request
             await anyio.to_thread.run_sync(memory.warm)
@@ -205,10 +266,32 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan,
                           description="Long-term memory for LLM agents: add turns, search, answer, delete. "
                                       "Every route but /health needs an API key (Bearer).")
-    app.add_middleware(BodyLimit, limit=max_request_bytes)
+    app.router.route_class = _routes_class()
 
-    def caller(authorization: str | None = Header(None), x_api_key: str | None = Header(None)) -> tenancy.Caller:
-        who = tenancy.authenticate(tenancy.presented_key(authorization, x_api_key), memory.store, admin_key)
+    async def authenticate(headers: dict) -> tenancy.Caller | None:
+        key = tenancy.presented_key(_header(headers, b"authorization"), _header(headers, b"x-api-key"))
+        if not key:
+            return None
+        return await anyio.to_thread.run_sync(tenancy.authenticate, key, memory.store, admin_key,
+                                              limiter=key_checks)
+
+    def observe(scope, status: int) -> None:
+        route = scope.get("route")
+        if scope.get("etamem.refused"):  # by the gate, before routing
+            route = next((r for r in app.router.routes if r.matches(scope)[0] == Match.FULL), None)
+            if status == 401:
+                metrics.count_refusal(401)
+        metrics.count(route.path if route is not None else "unmatched", scope["method"], status)
+
+    app.add_middleware(Gate, limit=max_request_bytes, budget=ByteBudget(buffered_bytes or 4 * max_request_bytes),
+                       body_timeout_s=body_timeout_s, queue_timeout_s=buffer_wait_s, authenticate=authenticate,
+                       public=PUBLIC_PATHS, unauthorized_headers=[(b"www-authenticate", b"Bearer")], observe=observe)
+
+    async def caller(authorization: str | None = Header(None), x_api_key: str | None = Header(None)) -> tenancy.Caller:
+        who = CALLER.get()  # the gate checked the key before reading the body
+        if who is None:
+            who = await authenticate({b"authorization": authorization and authorization.encode("latin-1"),
+                                      b"x-api-key": x_api_key and x_api_key.encode("latin-1")})
         if who is None:
             raise _Unauthorized()
         return who
@@ -218,11 +301,15 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
             raise tenancy.SpaceForbidden("this route needs the admin key")
         return who
 
-    async def engine(route: str, who: tenancy.Caller, fn: Callable, *args, **kwargs):
-        """`fn(*args, **kwargs)` run by `run_scoped`; timed."""
+    async def engine(route: str, who: tenancy.Caller, fn: Callable, *args, write: str | None = None, **kwargs):
+        """`fn(*args, **kwargs)` run by `run_scoped`, timed: a read in the read pool; a write
+        (`write`: the space, or "" for store-wide) in the write pool, after the space's queue."""
         t0 = time.perf_counter()
         try:
-            return await run_scoped(who, route, limiter, fn, *args, **kwargs)
+            if write is None:
+                return await run_scoped(who, route, readers, fn, *args, **kwargs)
+            async with queues.turn(write):
+                return await run_scoped(who, route, writers, fn, *args, **kwargs)
         finally:
             metrics.observe(route, time.perf_counter() - t0)
 
@@ -249,6 +336,10 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     async def _404_space(request: Request, exc):
         return reply(404, "not_found", str(exc), "space")
 
+    @app.exception_handler(_Busy)
+    async def _503(request: Request, exc):
+        return reply(503, "busy", str(exc), headers={"Retry-After": "1"})
+
     @app.exception_handler(ValueError)
     async def _422(request: Request, exc):
         return reply(422, "invalid_request", str(exc), field_of(str(exc)))
@@ -256,8 +347,22 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.exception_handler(RequestValidationError)
     async def _422_schema(request: Request, exc):
         first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            reason = (first.get("ctx") or {}).get("error") or "invalid"
+            return reply(422, "invalid_request", f"request body: not valid JSON: {reason}")
         field = field_from_loc(first.get("loc", ()))
         return reply(422, "invalid_request", f"{field or 'request'}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc):
+        """The framework's own answers (unknown route, wrong method, ...) in the same shape."""
+        message = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        return reply(exc.status_code, _STATUS_CODES.get(exc.status_code, "http_error"), message,
+                     headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _500(request: Request, exc):
@@ -266,6 +371,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     # --- routes -------------------------------------------------------------------------------
     SpaceName = Path(..., min_length=1, max_length=128, description="memory space (one user or agent)")
+    UnitId = Path(..., min_length=1, max_length=400, description="the unit's id, URL-encoded (it may hold / # :)")
+    TurnId = Path(..., min_length=1, max_length=200, description="the turn's id, URL-encoded (it may hold /)")
 
     @app.get("/health")
     async def health():
@@ -281,7 +388,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
                       "turns or chat messages (either shape per item, in order); errors name "
                       "the item as turns[i]")),
                   who: tenancy.Caller = Depends(caller)):
-        units = await engine("add", who, memory.add, turns, space=space)
+        units = await engine("add", who, memory.add, turns, space=space, write=space)
         return {"units": [unit_json(a) for a in units]}
 
     @app.post("/v1/spaces/{space}/search")
@@ -310,28 +417,33 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         units = await engine("list", who, memory.list, space, status=None if status == "all" else status)
         return {"units": [unit_json(a) for a in units]}
 
-    @app.get("/v1/spaces/{space}/units/{amu_id}")
-    async def get(space: str = SpaceName, amu_id: str = Path(..., max_length=200),
-                  who: tenancy.Caller = Depends(caller)):
-        return unit_json(await engine("get", who, memory.get, amu_id, space))
-
-    @app.delete("/v1/spaces/{space}/units/{amu_id}")
-    async def delete_unit(space: str = SpaceName, amu_id: str = Path(..., max_length=200),
-                          who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, amu_id)}
-
-    @app.delete("/v1/spaces/{space}/turns/{turn_id}")
-    async def delete_turn(space: str = SpaceName, turn_id: str = Path(..., max_length=200),
-                          who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id)}
-
-    @app.delete("/v1/spaces/{space}")
-    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space)}
-
     @app.get("/v1/spaces/{space}/stats")
     async def stats(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
         return await engine("stats", who, memory.stats, space)
+
+    # ids may hold '/': `:path` takes the rest of the path whole (these routes come after the fixed ones)
+    @app.get("/v1/spaces/{space}/units/{amu_id:path}")
+    async def get(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
+        return unit_json(await engine("get", who, memory.get, amu_id, space))
+
+    @app.delete("/v1/spaces/{space}/units/{amu_id:path}")
+    async def delete_unit(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
+        return {"deleted": await engine("delete", who, memory.delete, space, amu_id, write=space)}
+
+    @app.get("/v1/spaces/{space}/turns/{turn_id:path}")
+    async def get_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
+        found = await engine("get", who, memory.turns, space, turn_ids=[turn_id])
+        if not found:
+            raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
+        return turn_json(found[0])
+
+    @app.delete("/v1/spaces/{space}/turns/{turn_id:path}")
+    async def delete_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
+        return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id, write=space)}
+
+    @app.delete("/v1/spaces/{space}")
+    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
+        return {"deleted": await engine("delete", who, memory.delete, space, write=space)}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus(who: tenancy.Caller = Depends(admin)):
@@ -340,7 +452,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.post("/v1/keys")
     async def create_key(spaces: list[str] = Body(..., embed=True, min_length=1, max_length=1000),
                          note: str = Body("", max_length=200), who: tenancy.Caller = Depends(admin)):
-        key, record = await engine("keys", who, tenancy.create_key, memory.store, spaces, note)
+        key, record = await engine("keys", who, tenancy.create_key, memory.store, spaces, note, write="")
         return {"key": key, "key_id": record.key_id, "spaces": list(record.spaces)}
 
     @app.get("/v1/keys")
@@ -351,18 +463,16 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.delete("/v1/keys/{key_id}")
     async def revoke_key(key_id: str = Path(..., max_length=64), who: tenancy.Caller = Depends(admin)):
-        if not await engine("keys", who, memory.store.revoke_api_key, key_id):
+        if not await engine("keys", who, memory.store.revoke_api_key, key_id, write=""):
             raise UnknownIdError(f"no key {key_id!r}")
         return {"revoked": key_id}
 
-    @app.middleware("http")
-    async def count(request: Request, call_next):
-        response = await call_next(request)
-        metrics.count(request.scope.get("route").path if request.scope.get("route") else "unmatched",
-                      request.method, response.status_code)
-        return response
-
     return app
+
+
+def _header(headers: dict, name: bytes) -> str | None:
+    value = headers.get(name)
+    return value.decode("latin-1") if value is not None else None
 
 
 class _Unauthorized(Exception):
@@ -376,14 +486,18 @@ def _version() -> str:
 
 
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8420, config=None, admin_key: str | None = None,
-          workers: int = 4, max_request_bytes: int = 8 << 20, graceful_s: float = 30.0) -> None:
+          workers: int = 4, max_request_bytes: int = 8 << 20, graceful_s: float = 30.0,
+          head_timeout_s: float = 10.0, body_timeout_s: float = 30.0) -> None:
     """Run the HTTP API on `target` (a store directory) until SIGINT/SIGTERM."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("the HTTP server needs FastAPI and uvicorn: pip install 'etamem[serve]'") from exc
     from .memory import Memory
+    from .server_guard import checked_admin_key, run_server, server_config
 
+    admin_key = checked_admin_key(admin_key, "admin_key")
     memory = Memory(target, config)
-    app = create_app(memory, admin_key=admin_key, max_request_bytes=max_request_bytes, workers=workers)
-    uvicorn.run(app, host=host, port=port, timeout_graceful_shutdown=graceful_s, log_level="warning")
+    app = create_app(memory, admin_key=admin_key, max_request_bytes=max_request_bytes, workers=workers,
+                     body_timeout_s=body_timeout_s)
+    run_server(server_config(app, host=host, port=port, graceful_s=graceful_s, head_timeout_s=head_timeout_s))
