@@ -485,10 +485,11 @@ class Memory:
     def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
         """Forget: one unit (`amu_id`), one turn and every unit drawn from it (`turn_id`), or,
         with neither, the whole space. Returns how many units went. The text leaves every copy
-        (DESIGN §11): unit and turn rows and vectors, the vector cache, LLM cache entries built
-        from it, node summaries above the units (recomputed), the search indexes and their
-        derived files; deleted rows are zeroed (`secure_delete`) and the write-ahead log is
-        truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
+        (DESIGN §11): unit and turn rows and vectors, the vector caches (the store's and this
+        process's), LLM cache entries built from it, every node summary and representative list
+        that may quote the units, wherever they sit now (recomputed), the search indexes and
+        their derived files; deleted rows are zeroed (`secure_delete`) and the write-ahead log
+        is truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
         when they cannot be told apart, the whole turn goes with its units. KeyError when the
         unit or turn is not there."""
         from .forget import forget_targets, plan_forget

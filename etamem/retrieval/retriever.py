@@ -259,9 +259,29 @@ class SpaceIndex:
         nodes = list(views.time.nodes)
         if nodes:
             self.time_centroids.upsert(nodes, np.stack([views.time.nodes[k].centroid() for k in nodes]))
+        self._check_routing()
         self.hierarchies = {name: self._tree_view(name) for name in SEMANTIC}
         self.hierarchies["time"] = self._time_view()
         return self
+
+    def _check_routing(self) -> None:
+        """ValueError unless each view's loaded routing index holds exactly the centroids of the
+        view's leaves (Time: sessions), as a rebuild would."""
+        for name in VIEWS:
+            if name == "time":
+                leaves = [k for k, node in self.views.time.nodes.items() if node.level == "session"]
+                want = self.time_centroids.rows(leaves) if leaves else np.zeros((0, self.routing[name].dim))
+            else:
+                tree = self.views.tree(name)
+                leaves = [int(n) for n in tree.leaves()]
+                want = tree.cent[leaves]
+            routing = self.routing[name]
+            try:
+                same = len(routing) == len(leaves) and np.allclose(routing.rows(leaves), want, atol=1e-5)
+            except KeyError:
+                same = False
+            if not same:
+                raise ValueError(f"saved {name} routing index does not match the view's leaves")
 
     # --- AMU slots ----------------------------------------------------------------------------
     @property
