@@ -56,3 +56,14 @@ def build_units(turns: list[Turn], space: str, extractor, text_encoder, affect_t
         for j, (turn, k, text) in enumerate(drafts)
     ]
     return units, text_vecs, affect.embeddings, turn_vecs
+
+
+class AMUUnits:
+    """Turns made into AMUs by the extractor (rules, or an LLM), encoded and tagged (`build_units`)."""
+
+    kind = "amu"
+
+    def build(self, engine, live, turns: list[Turn], complete: bool):
+        units, text_vecs, affect_vecs, turn_vecs = build_units(
+            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine._timed)
+        return turns, units, text_vecs, affect_vecs, turn_vecs, None

@@ -22,22 +22,22 @@ def test_a_search_failing_on_freshly_loaded_files_rebuilds_from_the_store(tmp_pa
     """Whatever the checks on load miss: an error while searching indexes just loaded from
     derived files drops them and answers from a rebuild (a warning, never an error); the same
     error on indexes built from the store is raised."""
-    from etamem.memory import Memory
+    from etamem.retrieval.method import ViewsMethod
     from rel_common import conversation, fast_memory
 
     mem = fast_memory(tmp_path / "s")
     mem.add(conversation("u", 2, 4), space="u")
     expected = [h.amu.amu_id for h in mem.search("garden with my sister", space="u")]
     mem.close()
-    real, calls = Memory._retrieve_views, []
+    real, calls = ViewsMethod.search, []
 
-    def flaky(self, *args, **kwargs):
-        calls.append(self._space("u").from_files)
+    def flaky(self, engine, *args, **kwargs):
+        calls.append(engine._space("u").from_files)
         if len(calls) == 1:
             raise IndexError("a slot map that passed the checks")
-        return real(self, *args, **kwargs)
+        return real(self, engine, *args, **kwargs)
 
-    monkeypatch.setattr(Memory, "_retrieve_views", flaky)
+    monkeypatch.setattr(ViewsMethod, "search", flaky)
     again = fast_memory(tmp_path / "s")
     assert [h.amu.amu_id for h in again.search("garden with my sister", space="u")] == expected
     assert calls == [True, False] and "rebuilding them from the store" in caplog.text

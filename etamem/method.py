@@ -1,0 +1,76 @@
+"""The one interface behind `Memory`: a method builds a space's units from its turns and
+searches, answers and renders context over them. Two implement it:
+
+- ETAMem (`etamem.retrieval.method.ViewsMethod`): units searched through the Event, Affect and
+  Time views with entropy routing and the raw-turn fallback; its units are AMUs
+  (`etamem.construction.AMUUnits`) or, with `units="fta"`, FTA-Mem's units
+  (`etamem.fta.method.FTAUnits`);
+- FTA-Mem (`etamem.fta.method.FTAMethod`): FTA units and their relation links, searched with
+  FTA-Mem's scoring and answered from its four-section packet.
+
+`make_method(config)` chooses once, from `Config.method` and `Config.units`; `Memory` never asks
+which method it runs. The `engine` argument of every call is the `etamem.engine.Engine` (store,
+models, live spaces) the method works in.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from .types import AMU, Answer, Hit, SearchResult, Turn
+
+
+class Units(Protocol):
+    """How turns become units. `kind`: "amu" or "fta", recorded per space (a space holds one kind)."""
+
+    kind: str
+
+    def build(self, engine: Any, live: Any, turns: list[Turn], complete: bool
+              ) -> tuple[list[Turn], list[AMU], np.ndarray, np.ndarray, np.ndarray, Any]:
+        """One session's pending `turns` of the live space made into units: (turns done, units,
+        text vectors (n, d_t), affective vectors (n, d_a), raw-turn vectors (len(turns done), d_t),
+        extras to store with them (`etamem.store_sql.UnitExtras`) or None). `complete`: the
+        session will get no more turns in this batch."""
+
+
+class Method(Protocol):
+    """Search, answers and context over a space's units (see the module docstring)."""
+
+    name: str
+    units: Units
+
+    def check_readable(self, space: str, stored_kind: str | None) -> None:
+        """ValueError naming the setting to use when this method cannot search a space holding
+        `stored_kind` units ("amu", "fta", None: nothing recorded yet)."""
+
+    def search(self, engine: Any, query: str, space: str, k: int, when: datetime | None, *,
+               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool) -> SearchResult:
+        """The `k` best hits of the space for `query` (the caller holds the space's cache scope)."""
+
+    def answer(self, engine: Any, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
+        """An answer from `result` (the retrieval for `question`)."""
+
+    def context(self, engine: Any, space: str, hits: list[Hit], when: datetime | None) -> str:
+        """The prompt-ready memory text of `hits`."""
+
+
+def make_method(config) -> Method:
+    """The method `config` chooses: `Config.method` for search and answers, `Config.unit_kind()`
+    for the units its writes build."""
+    if config.unit_kind() == "fta":
+        from .fta.method import FTAUnits
+
+        units: Units = FTAUnits()
+    else:
+        from .construction import AMUUnits
+
+        units = AMUUnits()
+    if config.method == "fta":
+        from .fta.method import FTAMethod
+
+        return FTAMethod(units)
+    from .retrieval.method import ViewsMethod
+
+    return ViewsMethod(units)
