@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
-from rel_common import demo_turns, fast_memory  # noqa: E402
-
 from etamem.cli import main  # noqa: E402
+from rel_common import demo_turns, fast_memory  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 
