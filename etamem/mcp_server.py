@@ -110,8 +110,8 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
 def run(store: str, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8421, config=None) -> None:
     """Serve `store` over MCP until stopped (stdio: until the client closes stdin); the models are
     loaded before the first call."""
+    from .cli_common import admin_key_from_env
     from .memory import Memory
-    from .serve_cli import admin_key_from_env
 
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport: expected 'stdio' or 'http', got {transport!r}")

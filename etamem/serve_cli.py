@@ -3,22 +3,13 @@ on the command line."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 
-ADMIN_KEY_ENV = "ETAMEM_ADMIN_KEY"
+from .cli_common import ADMIN_KEY_ENV, admin_key_from_env, config_from_args, existing_store, note
 
-
-def admin_key_from_env() -> str | None:
-    """The admin key from ETAMEM_ADMIN_KEY (None when unset), held to the one rule of every
-    server here (`server_guard.checked_admin_key`: at least 24 characters)."""
-    from .server_guard import checked_admin_key
-
-    return checked_admin_key(os.environ.get(ADMIN_KEY_ENV), ADMIN_KEY_ENV)
+__all__ = ["ADMIN_KEY_ENV", "admin_key_from_env", "add_serve_commands", "cmd_serve", "cmd_mcp", "cmd_keys"]
 
 
 def cmd_serve(args) -> int:
-    from .cli import _config
     from .server import serve
 
     admin_key = admin_key_from_env()
@@ -29,18 +20,17 @@ def cmd_serve(args) -> int:
         from .store_pg import redact
 
         shown = redact(shown)
-    print(f"etamem serve: {shown} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
-          f"admin key {'from ' + ADMIN_KEY_ENV if admin_key else 'not set'}", file=sys.stderr, flush=True)
-    serve(args.store, host=args.host, port=args.port, config=_config(args), admin_key=admin_key,
+    note(args, f"etamem serve: {shown} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
+               f"admin key {'from ' + ADMIN_KEY_ENV if admin_key else 'not set'}")
+    serve(args.store, host=args.host, port=args.port, config=config_from_args(args), admin_key=admin_key,
           workers=args.workers, max_request_bytes=int(args.max_request_mb * (1 << 20)))
     return 0
 
 
 def cmd_mcp(args) -> int:
-    from .cli import _config
     from .mcp_server import run
 
-    run(args.store, transport=args.transport, host=args.host, port=args.port, config=_config(args))
+    run(args.store, transport=args.transport, host=args.host, port=args.port, config=config_from_args(args))
     return 0
 
 
@@ -53,12 +43,11 @@ def cmd_keys(args) -> int:
         if args.action == "create":
             key, record = create_key(store, args.spaces, args.note or "")
             print(key)
-            print(f"key {record.key_id} for spaces {', '.join(record.spaces)} (shown once; the store keeps a hash)",
-                  file=sys.stderr)
+            note(args, f"key {record.key_id} for spaces {', '.join(record.spaces)} (shown once; the store keeps a hash)")
         elif args.action == "revoke":
             if not store.revoke_api_key(args.key_id):
                 raise ValueError(f"key_id: no key {args.key_id!r} in {args.store}")
-            print(f"revoked {args.key_id}", file=sys.stderr)
+            note(args, f"revoked {args.key_id}")
         else:
             keys = store.api_keys()
             if args.json:
@@ -107,9 +96,6 @@ def _checked_keys(args) -> int:
         raise ValueError("--spaces: name at least one space the key may use")
     if args.action == "revoke" and not args.key_id:
         raise ValueError("key_id: name the key to revoke")
-    from .store import is_database_url
-
-    if (args.action != "create" and not is_database_url(args.store)
-            and not os.path.isfile(os.path.join(args.store, "memory.sqlite"))):
-        raise ValueError(f"store: no ETAMem store at {args.store}")
+    if args.action != "create":
+        existing_store(args.store)  # a missing store: the one error of every command
     return cmd_keys(args)

@@ -21,7 +21,8 @@ def _restore_logging():
     logging.getLogger("etamem").setLevel(logging.NOTSET)
     logging.getLogger().setLevel(logging.WARNING)
     for h in logging.getLogger().handlers:
-        h.filters[:] = [f for f in h.filters if getattr(f, "__module__", "") != "etamem.cli"]
+        h.filters[:] = [f for f in h.filters
+                        if getattr(f, "__module__", "") not in ("etamem.cli", "etamem.cli_common")]
 
 
 @pytest.fixture

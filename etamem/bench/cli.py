@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     args = p.parse_args(argv)
-    from ..cli import _setup_logging
+    from ..cli_common import setup_logging
 
-    _setup_logging(1)  # progress of the run (etamem at INFO), other libraries at WARNING
+    setup_logging(1)  # progress of the run (etamem at INFO), other libraries at WARNING
     try:
         return cmd_bench(args)
     except ValueError as exc:
