@@ -119,7 +119,7 @@ def test_docs_build_strict(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra: pip install 'etamem[docs]'")
     pytest.importorskip("mkdocstrings", reason="the docs extra: pip install 'etamem[docs]'")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
-    out = subprocess.run([mkdocs, "build", "--strict", "-q", "-d", str(tmp_path / "site")], cwd=ROOT,
+    out = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT,
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
