@@ -1,4 +1,4 @@
-"""Construction throughput and memory of one semantic tree (DESIGN §5-6) against FAISS flat add.
+"""Construction throughput and memory of one semantic tree (docs/design.md, 'Semantic trees') against FAISS flat add.
 
     python -m benchmarks.construction [--sizes 10000 100000 1000000] [--structure flat|nested]
         [--repeat R] [--blas-threads 1] [--dim 384] [--session 50] [--cluster-size 50]

@@ -1,4 +1,4 @@
-"""Does the raw-turn fallback's confidence gate tell sure from unsure? (issue 18)
+"""Does the raw-turn fallback's confidence gate tell sure from unsure?
 
     python -m benchmarks.fallback_gate [LOCOMO_JSON] --stores DIR [--set KEY=VALUE ...]
         [--thresholds 0.1 0.2 ...] [--out FILE.json]

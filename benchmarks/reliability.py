@@ -1,4 +1,4 @@
-"""Reliability figures for README ("Reliability"), from one command:
+"""Reliability figures for docs/reliability.md, from one command:
 
     python benchmarks/reliability.py [--seeds 50] [--fuzz-examples 200] [--out benchmarks/results/reliability.json]
 

@@ -1,4 +1,4 @@
-"""Affect tagging: polarity label, class scores and affective embedding per text (DESIGN §4.3).
+"""Affect tagging: polarity label, class scores and affective embedding per text (see docs/design.md, 'Affect tagging').
 
 Two taggers share one interface (`AffectTagger`: `name`, `dim`, `tag(texts) -> AffectBatch`):
 

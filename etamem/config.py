@@ -1,4 +1,4 @@
-"""One `Config` dataclass holding every default (DESIGN §4-11).
+"""One `Config` dataclass holding every default (see docs/design.md).
 
 Values can come from a dict (`Config.from_dict`) and, for the LLM endpoint, from the
 environment (`ETAMEM_LLM_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`) when left unset.
@@ -65,7 +65,7 @@ class Config:
     # --- time ------------------------------------------------------------------
     default_timezone: str = "UTC"  # applied to naive timestamps
 
-    # --- semantic trees (DESIGN §5-6) --------------------------------------------------
+    # --- semantic trees (see docs/design.md, 'Semantic trees' and 'Calibration') ----------------------------
     b_max: int = 8  # max children of a node after maintenance
     m_max_init: int = 12  # leaf capacity before calibration
     m_max_bounds: tuple = (12, 24)  # calibrated leaf capacity stays inside these bounds (low = m_max_init)
@@ -86,24 +86,24 @@ class Config:
     calibration_pair_samples: int = 64  # within-leaf / sibling pairs sampled per maintenance
     seed: int = 0  # k-means, reservoir sampling: everything random is seeded
 
-    # --- retrieval (DESIGN §8) ------------------------------------------------------
+    # --- retrieval (see docs/design.md, 'Query path') -------------------------------------------------------
     top_k: int = 20
     # units routed across the views and searched per query; a search for top_k = k returns the first
     # k of them, so search(top_k=k) is a prefix of search(top_k=K) for k < K <= route_budget
     route_budget: int = 80
     beam_width: int = 10
     bm25_stemmer: str = "english"  # BM25 tokens stemmed (Snowball English, PyStemmer) | "none" (other languages)
-    bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; README "Measured here")
+    bm25_weight: float = 0.2  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; docs/benchmarks.md)
     routing: str = "entropy"  # "entropy" | "mean"
     routing_temperature: float = 0.05
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
     routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
     blas_threads: int = 1  # BLAS threads for the engine's own products (0: leave BLAS alone; see etamem/threads.py)
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
-    # raw-turn fallback (DESIGN §8): used when retrieval confidence is low. "score": confidence =
+    # raw-turn fallback (docs/design.md, 'Raw-turn fallback'): used when retrieval confidence is low. "score": confidence =
     # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
     # source turns of the hits that the raw-turn index also ranks in its top `fallback_agreement_k`
-    # (defaults chosen on the LoCoMo dev file: see README "Measured here", benchmarks/fallback_gate.py)
+    # (defaults chosen on the LoCoMo dev file: see docs/benchmarks.md, benchmarks/fallback_gate.py)
     fallback_confidence: str = "agreement"  # "score" | "agreement"
     # confidence below this brings in raw turns; 1.0: always, unless the views and the raw turns agree
     # fully (the raw-turn search runs for the confidence anyway). 1.0 rather than 0.3 since the
@@ -114,16 +114,16 @@ class Config:
     fallback_turns: int = 40  # raw turns the fallback brings in
     fallback_fusion: str = "score"  # "rrf": reciprocal-rank fusion | "score": add uncovered turns by score
     rrf_k: int = 10  # reciprocal-rank fusion constant
-    time_boost: float = 0.1  # score bonus inside a parsed time window (DESIGN §7)
+    time_boost: float = 0.1  # score bonus inside a parsed time window (see docs/design.md, 'Time forest')
     # an AMU is scored with its source turn in context (retrieval/beam.py `contextual`): this share of
     # its dense and BM25 scores comes from the turn, plus the previous and next turns of the session
     # at these weights (0: the unit's own text only, the paper's scoring). Chosen on the LoCoMo dev file:
-    # README "Measured here" has each step's effect.
+    # docs/benchmarks.md has each step's effect.
     context_share: float = 0.5
     context_prev: float = 0.4
     context_next: float = 0.2
     context_lexical_prev: float = 0.4
-    # dialogue-aware re-scoring (retrieval/dialogue.py; README "Measured here"): the query's text vector
+    # dialogue-aware re-scoring (retrieval/dialogue.py; docs/benchmarks.md): the query's text vector
     # is this mix of the query without the speakers' names and the query as asked (0: as asked), so a
     # name in the question does not pull every short unit that names that speaker; units that are
     # questions lose `question_penalty`; the reply turn of a question the views found joins the
@@ -133,8 +133,8 @@ class Config:
     follow_replies: bool = True
     speaker_boost: float = 0.05
 
-    # --- method (DESIGN §10) -----------------------------------------------------------
-    # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (DESIGN §5-8);
+    # --- method (see docs/design.md, 'FTA-Mem') -------------------------------------------------------------
+    # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (see docs/design.md);
     # "fta": FTA-Mem, units scored R = fta_lambda * cos + (1 - fta_lambda) * cue (etamem/fta/engine.py)
     method: str = "etamem"
     units: str = "auto"  # what a write builds: "auto" (amu for etamem, fta for fta) | "amu" | "fta"

@@ -1,4 +1,4 @@
-"""Construction of memory units from raw turns: extract, encode, tag (DESIGN §5-6).
+"""Construction of memory units from raw turns: extract, encode, tag (see docs/design.md, 'Write path').
 
 `build_units` is the model side of a write, run outside the space's locks; `Memory` hands
 its result to the live space, which updates the views, the indexes and the store at once.

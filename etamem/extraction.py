@@ -1,4 +1,4 @@
-"""AMU extraction: turn -> list of atomic fact strings (DESIGN §4 step 2).
+"""AMU extraction: turn -> list of atomic fact strings (see docs/design.md, 'AMU extraction').
 
 `RuleExtractor` is the embedded default (no model): sentence split, filler removal (short
 sentences stay when they carry a name, number or date, or state something about the speaker:

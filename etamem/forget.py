@@ -1,4 +1,4 @@
-"""What a deletion removes from a raw turn (DESIGN §11, "delete forgets").
+"""What a deletion removes from a raw turn (see docs/design.md, 'Invariants', delete forgets).
 
 Deleting a unit must also take its text out of the turn it was drawn from, or the raw-turn
 index would keep answering with it. A unit is matched to the sentences of its source turn

@@ -1,4 +1,4 @@
-"""LLM client for any OpenAI-compatible endpoint (DESIGN §9).
+"""LLM client for any OpenAI-compatible endpoint (see docs/design.md, 'Answering and the LLM').
 
 Retries with exponential backoff on rate limits, 5xx, timeouts and connection errors;
 strict JSON parsing with one repair round; an SQLite response cache keyed by
@@ -463,7 +463,7 @@ def _retry_after_s(response: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-# --- forgetting (DESIGN §11): cache entries built from deleted text --------------------------
+# --- forgetting (see docs/design.md, 'Invariants'): cache entries built from deleted text --------------------------
 _REFS: "contextvars.ContextVar[tuple[str, ...]]" = contextvars.ContextVar("etamem_llm_cache_refs", default=())
 
 

@@ -1,4 +1,4 @@
-"""Locks that fit the work (DESIGN §11): a reader/writer lock per space.
+"""Locks that fit the work (see docs/design.md, 'Invariants'): a reader/writer lock per space.
 
 Searches of a space share its `RWLock`; the in-memory changes of a write (views, indexes,
 the store commit) take it alone for milliseconds. Writers of one space are also serialised

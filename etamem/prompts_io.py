@@ -1,4 +1,4 @@
-"""Load and render the prompt templates kept as text files in `prompts/` (DESIGN §9).
+"""Load and render the prompt templates kept as text files in `prompts/` (see docs/design.md, 'Answering and the LLM').
 
 Installed, the templates are package data of `etamem.prompts`; in a dev checkout
 (package not installed) they are read from the repository's `prompts/` directory next

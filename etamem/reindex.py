@@ -1,4 +1,4 @@
-"""Re-encode a store with other models (`etamem reindex`, DESIGN §11 model identity).
+"""Re-encode a store with other models (`etamem reindex`; see docs/design.md, 'Invariants', model identity).
 
 A store's vectors were made by one text encoder and one affect tagger, recorded in the store
 (`Store.models`); opening it with others is an error. `reindex_space` re-encodes one space's

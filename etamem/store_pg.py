@@ -1,4 +1,4 @@
-"""The store in PostgreSQL with pgvector (DESIGN §14): several server processes share one
+"""The store in PostgreSQL with pgvector (see docs/storage-and-scale-out.md): several server processes share one
 database. `pip install 'etamem[postgres]'` (psycopg 3); the database needs pgvector >= 0.8, whose
 extension is created on first open when the role may.
 

@@ -1,4 +1,4 @@
-"""Typed data model: turns, memory units, search hits and answers (DESIGN §3)."""
+"""Typed data model: turns, memory units, search hits and answers (see docs/design.md, 'Data model')."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

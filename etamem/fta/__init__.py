@@ -1,4 +1,4 @@
-"""FTA-Mem (DESIGN §10): boundary-preserving window segmentation, Fact-Time-Affect units with
+"""FTA-Mem (see docs/design.md, 'FTA-Mem'): boundary-preserving window segmentation, Fact-Time-Affect units with
 carry-over and fusion, relation links with their lifecycle, longitudinal memory, retrieval and
 the memory packet; on the engine through `Config(method="fta")` (`engine`, `search`).
 

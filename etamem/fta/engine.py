@@ -1,4 +1,4 @@
-"""FTA-Mem on the engine (DESIGN §10): construction of FTA units from a space's pending turns,
+"""FTA-Mem on the engine (see docs/design.md, 'FTA-Mem'): construction of FTA units from a space's pending turns,
 links against the space's stored units, and the store rows that go with them.
 
 `FTABuilder.build(turns, complete, carried)` runs, for the pending turns of one session,

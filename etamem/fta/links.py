@@ -1,4 +1,4 @@
-"""Relation links between FTA units and their lifecycle (FTA-Mem; DESIGN §10.4).
+"""Relation links between FTA units and their lifecycle (FTA-Mem; see docs/design.md, 'FTA-Mem').
 
 For each new unit, the nearest older units (by dialogue time) of the space are found by the
 cosine of their fact texts: the `top_m` most similar at or above `floor` that share a

@@ -1,4 +1,4 @@
-"""FTA-Mem context synthesis and the two retrieval-time LLM calls (DESIGN §10, "Packet").
+"""FTA-Mem context synthesis and the two retrieval-time LLM calls (see docs/design.md, 'FTA-Mem', retrieval and packet).
 
 - `render_packet`: the structured memory packet handed to the answer model, in four sections
   (primary units, linked neighbours, source dialogue spans, auxiliary memory), or one flat list

@@ -1,5 +1,5 @@
 """Longitudinal (auxiliary) memory for FTA-Mem: one profile per speaker, updated after each
-session from that session's FTA units (DESIGN §10.5; the paper's U_i = Update_U(U_{i-1}, M_i)
+session from that session's FTA units (see docs/design.md, 'FTA-Mem'; the paper's U_i = Update_U(U_{i-1}, M_i)
 and H_i = Update_H(H_{i-1}, M_i^sup)). Offline and extractive: every item is a unit's text or
 words of it, and names the units (`Source`s) it came from.
 

@@ -1,4 +1,4 @@
-"""FTA-Mem retrieval (DESIGN §10, "Retrieval"): score units against a query, keep the strong
+"""FTA-Mem retrieval (see docs/design.md, 'FTA-Mem', retrieval and packet): score units against a query, keep the strong
 ones, add one linked neighbour per hit, and order the result. Pure functions over arrays and
 units; the engine supplies vectors, links and lifecycle maps.
 
@@ -43,7 +43,7 @@ Our addition, a lexical term (`fta_bm25_weight` beta, default 0.1; 0 is the pape
 
 with BM25 over the unit's speaker, text and date; tau then applies to S. The paper retrieves by
 embedding only; on the LoCoMo dev file the lexical term lifts single-hop questions above flat
-hybrid retrieval over raw turns (README, FTA-Mem). The candidates of a query are the units
+hybrid retrieval over raw turns (docs/benchmarks.md, FTA-Mem). The candidates of a query are the units
 nearest by cosine and, with beta > 0, those best by BM25 (the engine's pool).
 
 Then `expand_neighbours` adds one linked unit per hit, `lifecycle_order` puts a superseded or

@@ -1,4 +1,4 @@
-"""FTA-Mem retrieval and answers on the engine (DESIGN §10, "Retrieval").
+"""FTA-Mem retrieval and answers on the engine (see docs/design.md, 'FTA-Mem', retrieval and packet).
 
 `search_fta` scores the space's FTA units for a query: the `config.candidate_pool` units nearest
 by cosine (at least 4·k) and as many best by BM25 are read with their fields and ranked by

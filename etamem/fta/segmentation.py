@@ -1,5 +1,5 @@
 """Boundary-preserving window segmentation (BWS) of a session into situation fragments
-(FTA-Mem, Algorithm 1; DESIGN §10.1).
+(FTA-Mem, Algorithm 1; see docs/design.md, 'FTA-Mem').
 
 `segment_session(turns, detector, mode=...)` cuts one session into contiguous segments that
 skip and overlap nothing. Modes:

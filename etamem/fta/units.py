@@ -1,5 +1,5 @@
 """Fact-Time-Affect units: the data model, the rule and LLM extractors, and carry-over with
-fusion across segments (FTA-Mem; DESIGN §10.2-3).
+fusion across segments (FTA-Mem; see docs/design.md, 'FTA-Mem').
 
 A unit m = <fact, time, affect, evidence, completeness> (the paper's <x^F, x^T, x^A, e, o>):
 

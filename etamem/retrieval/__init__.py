@@ -1,5 +1,5 @@
 """Retrieval over the views: routing, hierarchical beam search, BM25, temporal windows and
-the raw-turn fallback (DESIGN §7-8). Views never import this package."""
+the raw-turn fallback (see docs/design.md, 'Query path'). Views never import this package."""
 from .beam import BeamTrace, HierarchyView, Scored, beam_search
 from .dialogue import DialogueScoring, named_speakers, query_texts, query_vector
 from .fallback import TurnIndex, confidence, rrf_fuse, turn_text, with_fallback

@@ -1,4 +1,4 @@
-"""Hierarchical beam search over one view (DESIGN §8).
+"""Hierarchical beam search over one view (see docs/design.md, 'Hierarchical beam search').
 
 Node and AMU score: (1 - beta) * cos + beta * BM25n, where BM25n is BM25 over node texts
 (leaf = its AMU texts, inner node = its summary) or AMU texts, min-max normalised over the

@@ -1,4 +1,4 @@
-"""What a dialogue tells retrieval beyond the units' texts (README "Measured here", issue 18).
+"""What a dialogue tells retrieval beyond the units' texts (docs/benchmarks.md, 'Recall on the LoCoMo dev file').
 
 - Names: a question names the person it is about ("What does Andrew view his pets as?"), and the
   units carry the speaker's name in every rewritten pronoun ("Andrew thinks Andrew needs ..."),

@@ -1,6 +1,6 @@
 """Fallback to the raw conversation: an incremental turn-level dense + BM25 index over the
 stored turns, the retrieval confidence that gates it and the fusion of its turns with the hits
-(DESIGN §8)."""
+(see docs/design.md, 'Raw-turn fallback')."""
 from __future__ import annotations
 
 import bisect

@@ -1,4 +1,4 @@
-"""Retrieval over the three views of one space (DESIGN §8).
+"""Retrieval over the three views of one space (see docs/design.md, 'Query path').
 
 A `SpaceIndex` holds what a query needs besides the views: routing indexes over leaf centroids,
 BM25 over node texts per view and over AMU texts (with their dates), the AMU rows. It is built

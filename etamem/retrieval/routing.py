@@ -1,4 +1,4 @@
-"""Entropy-based routing of a retrieval budget across views (DESIGN §8)."""
+"""Entropy-based routing of a retrieval budget across views (see docs/design.md, 'Entropy routing')."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""One search of one space as `Memory.search` runs it (DESIGN §8): the views' routed beam
+"""One search of one space as `Memory.search` runs it (see docs/design.md, 'Query path'): the views' routed beam
 search, then the raw-turn fallback policy. Pure reads of the indexes handed in; the caller
 holds the space's read lock and has encoded the query."""
 from __future__ import annotations

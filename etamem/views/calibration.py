@@ -1,4 +1,4 @@
-"""Adaptive thresholds for one semantic tree (DESIGN §6).
+"""Adaptive thresholds for one semantic tree (see docs/design.md, 'Calibration').
 
 A bounded reservoir of observed similarities (AMU -> best leaf at insertion, sampled
 within-leaf pairs and sibling-centroid pairs) is split by Otsu's method at each maintenance

@@ -1,4 +1,4 @@
-"""`SemanticTree`: the hierarchy shared by the Event and Affect views (DESIGN §5).
+"""`SemanticTree`: the hierarchy shared by the Event and Affect views (see docs/design.md, 'Semantic trees').
 
 Nodes live in parallel arrays indexed by an integer node id (ids are never reused):
 `sums` (float64 sum of the unit vectors below the node), `cent` (float32 normalised

@@ -1,6 +1,6 @@
 """The three views of one space, AMU routing between them, and their persistence.
 
-Routing at construction (DESIGN §4): neutral AMUs -> Event tree keyed by text embeddings;
+Routing at construction (see docs/design.md, 'Write path'): neutral AMUs -> Event tree keyed by text embeddings;
 positive/negative -> Affect tree keyed by affective embeddings; every AMU -> Time forest
 (text embeddings). Models are not loaded here: vectors are handed in.
 """

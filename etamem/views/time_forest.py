@@ -1,4 +1,4 @@
-"""`TimeForest`: Month -> ISO week -> Day -> Session -> AMUs (DESIGN §7).
+"""`TimeForest`: Month -> ISO week -> Day -> Session -> AMUs (see docs/design.md, 'Time forest').
 
 Deterministic from timestamps. A session hangs under the day of its start (the timestamp
 of the first AMU that arrived for it), so sessions spanning midnight stay one session; a

@@ -1,4 +1,4 @@
-"""Session-end maintenance and summaries of a `SemanticTree` (DESIGN §5), as a mixin.
+"""Session-end maintenance and summaries of a `SemanticTree` (see docs/design.md, 'Semantic trees'), as a mixin.
 
 `maintain` only visits nodes touched since the last pass: merge tiny and redundant sibling
 leaves (parents screened in one product first), split oversized or low-cohesion leaves

@@ -1,4 +1,4 @@
-"""Checks of saved view rows before they are restored (DESIGN §11: a store always opens).
+"""Checks of saved view rows before they are restored (see docs/design.md, 'Invariants': a store always opens).
 
 A view is sound when every active unit that belongs to it sits in exactly one leaf, no leaf
 holds anything else, every node but the roots has a parent that lists it (and only it lists
