@@ -1,4 +1,4 @@
-"""A space held live in memory (DESIGN §11): its views, its search indexes over units, nodes
+"""A space held live in memory (see docs/design.md, 'Invariants'): its views, its search indexes over units, nodes
 and raw turns, and its locks, kept in step with the store by every write.
 
 Writes change the views and every index in place (work proportional to the batch, never a

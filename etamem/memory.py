@@ -154,7 +154,7 @@ class Memory(Engine):
     def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
         """Forget: one unit (`amu_id`), one turn and every unit drawn from it (`turn_id`), or,
         with neither, the whole space. Returns how many units went. The text leaves every copy
-        (DESIGN §11): unit and turn rows and vectors, the vector caches (the store's and this
+        (see docs/design.md, 'Invariants'): unit and turn rows and vectors, the vector caches (the store's and this
         process's), LLM cache entries built from it, every node summary and representative list
         that may quote the units, wherever they sit now (recomputed), the search indexes and
         their derived files; deleted rows are zeroed (`secure_delete`) and the write-ahead log
@@ -207,7 +207,8 @@ class Memory(Engine):
     def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                  now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False) -> SearchResult:
-        """Entropy-routed hierarchical retrieval with its routing weights (DESIGN §8).
+        """Entropy-routed hierarchical retrieval with its routing weights (see docs/design.md,
+        'Query path').
 
         `top_k` AMUs are shared across `views` by `routing` ("entropy" | "mean", default from
         the config), found by beam search (width `beam_width`, score (1 - beta) * cos + beta

@@ -10,7 +10,6 @@ import pytest
 
 from etamem import Memory
 from etamem.affect import VaderAffectTagger
-from etamem.llm import LLMClient
 from etamem.types import UnknownIdError
 
 T0 = datetime(2023, 5, 1, 18, 0, tzinfo=timezone.utc)

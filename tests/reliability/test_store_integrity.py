@@ -15,7 +15,6 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
-import numpy as np
 import pytest
 
 from conftest import HashingEncoder
