@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .text_batches import length_batches
+
 
 def _read(path: Path) -> dict | list:
     with path.open(encoding="utf-8") as f:
@@ -101,8 +103,6 @@ class BertEncoder:
         return F.normalize(pooled, dim=-1)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        from .encoders import length_batches
-
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         torch = self._torch

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Iterator
 
 from .locks import SpaceFileLock
 from .private_files import private_file
-from .store_sql import _SCHEMA, FORMAT_VERSION, MODEL_KEYS, SqlStore, top_cosine
+from .store_schema import _SCHEMA, FORMAT_VERSION, MODEL_KEYS, top_cosine
+from .store_sql import SqlStore
 
 __all__ = ["BUSY_TIMEOUT_S", "DATABASE_URL_PREFIXES", "FORMAT_VERSION", "MODEL_KEYS", "STORE_FILE", "SqlStore", "Store",
            "is_database_url", "open_store", "top_cosine"]

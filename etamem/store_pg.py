@@ -34,7 +34,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .store_sql import _SCHEMA, UNIT_KINDS, VECTOR_TABLES, SqlStore, _blob, upsert
+from .store_schema import _SCHEMA, UNIT_KINDS, VECTOR_TABLES, _blob, upsert
+from .store_sql import SqlStore
 
 log = logging.getLogger(__name__)
 

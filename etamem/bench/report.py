@@ -1,10 +1,7 @@
-"""Summaries of a run's result records: JSON, a Markdown report and (plots.py) PNG plots."""
+"""Summaries of a run's result records and their Markdown report (the runner writes them with
+the PNG plots of `plots.py`)."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ..output import atomic_write
 from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from .metrics import mean
 from .systems import SystemSpec
@@ -300,15 +297,3 @@ def markdown(summary: dict) -> str:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     return "\n".join(lines) + "\n"
 
-
-def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]:
-    """summary.json, report.md and (plots=True) the PNG plots; returns the paths written."""
-    out = Path(out)
-    paths = [out / "summary.json", out / "report.md"]
-    atomic_write(paths[0], json.dumps(summary, indent=1))
-    atomic_write(paths[1], markdown(summary))
-    if plots:
-        from .plots import write_plots
-
-        paths += write_plots(out, summary)
-    return paths

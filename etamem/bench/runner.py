@@ -263,8 +263,22 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
             client.close()
     wall = time.perf_counter() - t_start
     summary = report.summarise(opts.dataset, convs, specs, results.records, settings, wall_s=wall, notes=notes)
-    report.write_reports(out, summary, plots=opts.plots)
+    write_reports(out, summary, plots=opts.plots)
     return summary
+
+
+def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]:
+    """summary.json, report.md and (plots=True) the PNG plots; returns the paths written."""
+    from .plots import write_plots
+    from .report import markdown
+
+    out = Path(out)
+    paths = [out / "summary.json", out / "report.md"]
+    atomic_write(paths[0], json.dumps(summary, indent=1))
+    atomic_write(paths[1], markdown(summary))
+    if plots:
+        paths += write_plots(out, summary)
+    return paths
 
 
 def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemSpec], wb: Workbench,

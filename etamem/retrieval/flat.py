@@ -14,17 +14,7 @@ import numpy as np
 
 from ..kernels import max_normalise
 from .lexical import LexicalIndex
-
-
-def import_faiss():
-    """The faiss module, or an ImportError naming the extra to install."""
-    try:
-        import faiss
-    except ImportError as exc:
-        raise ImportError(
-            "FAISS is required for search: pip install 'etamem[cpu]' (faiss-cpu) or 'etamem[gpu]' (faiss-gpu)"
-        ) from exc
-    return faiss
+from .vector_index import VectorIndex
 
 
 @dataclass(frozen=True)
@@ -45,8 +35,6 @@ class FlatHybridIndex:
 
     def __init__(self, vectors: np.ndarray, bm25_texts: list[str], *, dim: int | None = None,
                  stemmer: str = "english"):
-        from .vector_index import VectorIndex
-
         vectors = np.asarray(vectors, dtype=np.float32)
         self.dim = int(dim if dim is not None else vectors.shape[1])
         self._dense = VectorIndex(self.dim, exact_max=None)
@@ -125,8 +113,6 @@ class FlatHybridIndex:
         """The index `save` wrote (with the stemmer it was built with)."""
         d = Path(directory)
         self = cls(np.zeros((0, dim), np.float32), [], dim=dim, stemmer="none")
-        from .vector_index import VectorIndex
-
         self._bm25 = LexicalIndex.load(d / "lex")
         self._dense = VectorIndex.load(d / "dense")
         if self._dense.dim != dim or len(self._dense) != self._bm25.n_live:

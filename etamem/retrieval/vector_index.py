@@ -35,11 +35,20 @@ from pathlib import Path
 
 import numpy as np
 
-from .flat import import_faiss
-
 FORMAT = 1
 _GROWTH = 1.5
 _MIN_CAPACITY = 16
+
+
+def import_faiss():
+    """The faiss module, or an ImportError naming the extra to install."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ImportError(
+            "FAISS is required for search: pip install 'etamem[cpu]' (faiss-cpu) or 'etamem[gpu]' (faiss-gpu)"
+        ) from exc
+    return faiss
 
 
 class VectorIndex:
