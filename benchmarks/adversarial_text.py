@@ -97,8 +97,6 @@ class Steps:
     """The timed functions, set up once (imports, taggers, one store)."""
 
     def __init__(self, work: Path) -> None:
-        from rel_common import fast_memory
-
         from etamem.extraction import RuleExtractor
         from etamem.fta.retrieval import query_features
         from etamem.fta.segmentation import segment_session
@@ -106,6 +104,7 @@ class Steps:
         from etamem.retrieval.lexical import splitter
         from etamem.retrieval.temporal import is_when_question
         from etamem.types import Turn
+        from rel_common import fast_memory
 
         self.memory = fast_memory(work / "adversarial-text")
         self.tagger = self.memory.affect_tagger

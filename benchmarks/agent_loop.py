@@ -67,8 +67,18 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from benchmarks.conversation_copies import (  # noqa: F401 - also re-exported for the other benchmarks
-    DEFAULT_DATA, DEMO, GENERATOR_VERSION, NAMES, Copy, Source, copies, load_sources, names_for, session_stream,
-    source_from_turns)
+    DEFAULT_DATA,
+    DEMO,
+    GENERATOR_VERSION,
+    NAMES,
+    Copy,
+    Source,
+    copies,
+    load_sources,
+    names_for,
+    session_stream,
+    source_from_turns,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = "agent"

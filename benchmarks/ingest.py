@@ -40,9 +40,23 @@ from itertools import groupby
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.agent_loop import (DEFAULT_DATA, DEMO, REPO, ModelFactory, build_space, load_sources, log_stderr,
-                                   machine_info, new_memory, peak_mb, session_stream, stage_diff, stage_seconds,
-                                   torch_threads, uncached)
+from benchmarks.agent_loop import (
+    DEFAULT_DATA,
+    DEMO,
+    REPO,
+    ModelFactory,
+    build_space,
+    load_sources,
+    log_stderr,
+    machine_info,
+    new_memory,
+    peak_mb,
+    session_stream,
+    stage_diff,
+    stage_seconds,
+    torch_threads,
+    uncached,
+)
 
 TARGET_RATIO = 1.5  # ingestion time / encoder-alone time
 BATCH = 64

@@ -39,8 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 
@@ -68,8 +68,8 @@ def percentiles(ms: list[float]) -> dict:
 
 def run_child(n: int, args) -> dict:
     from etamem.config import Config
-    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.retrieval import SpaceIndex
+    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.types import AMU
     from etamem.views import SpaceViews
 
@@ -147,8 +147,18 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
     `store_dir` holds one built for the same n and data). `compare`: Config overrides of a
     baseline; the same queries are then searched again (vectors cached), alternating the
     default and the baseline, and both are reported with their ratio."""
-    from benchmarks.agent_loop import (GENERATOR_VERSION, SPACE, TOP_K, build_space, new_memory, peak_mb,
-                                       sample_questions, session_stream, torch_threads, uncached)
+    from benchmarks.agent_loop import (
+        GENERATOR_VERSION,
+        SPACE,
+        TOP_K,
+        build_space,
+        new_memory,
+        peak_mb,
+        sample_questions,
+        session_stream,
+        torch_threads,
+        uncached,
+    )
     from etamem import Config
     from etamem.retrieval import named_speakers, query_texts
 

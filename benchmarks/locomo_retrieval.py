@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from etamem import Memory
     from etamem.datasets import read_locomo
-    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.retrieval import LexicalIndex, amu_search_text, turn_text
+    from etamem.retrieval.flat import FlatHybridIndex
     from etamem.timeparse import format_date, parse_timestamp
 
     conversations = list(read_locomo(args.file))[: args.limit or None]

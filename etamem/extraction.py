@@ -21,9 +21,21 @@ import threading
 from typing import Any, NamedTuple, Sequence
 
 from .llm import LLMError, LLMUnavailable
-from .person_rewrite import (WE_FORMS, addressee_of, addressee_subject, capitalise, first_plural_group,
-                             rewrite_first_person, rewrite_first_plural, rewrite_second_person, speaker_name,
-                             speaker_subject, third_person, turn_subject, we_group)
+from .person_rewrite import (
+    WE_FORMS,
+    addressee_of,
+    addressee_subject,
+    capitalise,
+    first_plural_group,
+    rewrite_first_person,
+    rewrite_first_plural,
+    rewrite_second_person,
+    speaker_name,
+    speaker_subject,
+    third_person,
+    turn_subject,
+    we_group,
+)
 from .prompts_io import load_prompt, render_prompt
 from .relative_dates import resolve_relative_dates
 from .types import Turn

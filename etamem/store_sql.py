@@ -25,8 +25,21 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .store_schema import (_KEEP_META, _PUT_CACHED, _SET_META, FORMAT_VERSION, MODEL_KEYS, SPACE_TABLES, UNIT_KINDS,
-                           VECTOR_TABLES, UnitExtras, _blob, _vec, top_cosine, upsert)
+from .store_schema import (
+    _KEEP_META,
+    _PUT_CACHED,
+    _SET_META,
+    FORMAT_VERSION,
+    MODEL_KEYS,
+    SPACE_TABLES,
+    UNIT_KINDS,
+    VECTOR_TABLES,
+    UnitExtras,
+    _blob,
+    _vec,
+    top_cosine,
+    upsert,
+)
 from .store_spaces import SpaceRows
 from .store_units import UnitRows
 

@@ -9,8 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from .store_schema import (_AMU_COLUMNS, _NODE_COLUMNS, _PUT_HISTORY, _PUT_LINK, _PUT_NODE, _PUT_VIEW_STATE,
-                           UNIT_KINDS, UnitExtras, _matrix, top_cosine)
+from .store_schema import (
+    _AMU_COLUMNS,
+    _NODE_COLUMNS,
+    _PUT_HISTORY,
+    _PUT_LINK,
+    _PUT_NODE,
+    _PUT_VIEW_STATE,
+    UNIT_KINDS,
+    UnitExtras,
+    _matrix,
+    top_cosine,
+)
 from .types import AMU
 
 

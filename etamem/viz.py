@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .output import atomic_write, pyplot, save_png
 from .inspect import VIEWS, NodeInfo, Projection, SpaceStats, projection, space_stats, subtree
+from .output import atomic_write, pyplot, save_png
 
 POLARITY_COLOURS = {"negative": "#d62728", "neutral": "#7f7f7f", "positive": "#2ca02c"}
 VIEW_COLOURS = {"raw": "#bcbd22", "event": "#1f77b4", "affect": "#ff7f0e", "time": "#9467bd", "none": "#000000"}

@@ -8,8 +8,14 @@ import zlib
 import numpy as np
 import pytest
 
-from etamem.affect import (AffectBatch, AffectModelUnavailable, AffectTagger, RobertaAffectTagger,
-                           VaderAffectTagger, make_affect_tagger)
+from etamem.affect import (
+    AffectBatch,
+    AffectModelUnavailable,
+    AffectTagger,
+    RobertaAffectTagger,
+    VaderAffectTagger,
+    make_affect_tagger,
+)
 from etamem.config import Config
 from etamem.types import POLARITIES
 

@@ -12,9 +12,6 @@ import numpy as np
 import pytest
 
 from conftest import LOCOMO_DEV, HashingEncoder
-from llm_server import ChatServer
-from test_bench_runner import write_locomo_slice
-
 from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
 from etamem.bench.data import load
@@ -23,6 +20,8 @@ from etamem.bench.report import recall_bucket
 from etamem.bench.systems import BY_KEY
 from etamem.bench.workbench import Workbench
 from etamem.config import Config
+from llm_server import ChatServer
+from test_bench_runner import write_locomo_slice
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,18 @@ import numpy as np
 import pytest
 
 from etamem.bench.ablations import CachingExtractor, SharedAffectEncoder, SharedTextTagger, TurnExtractor
-from etamem.bench.metrics import (bleu1, distinct_turns, evidence_recall, ndcg_any, normalise_evidence,
-                                  parse_verdict, recall_all, recall_any, rrf, token_f1)
+from etamem.bench.metrics import (
+    bleu1,
+    distinct_turns,
+    evidence_recall,
+    ndcg_any,
+    normalise_evidence,
+    parse_verdict,
+    recall_all,
+    recall_any,
+    rrf,
+    token_f1,
+)
 from etamem.bench.systems import DEFAULT_SYSTEMS, resolve_systems
 
 

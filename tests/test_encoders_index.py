@@ -85,10 +85,9 @@ def test_store_uses_wal(tmp_path):
 
 
 def test_openai_embeddings_endpoint_through_the_real_client(chat_server):
-    from llm_server import embed_text
-
     from etamem.config import Config
     from etamem.encoders import make_text_encoder
+    from llm_server import embed_text
 
     cfg = Config(text_encoder="openai:test-emb", llm_base_url=chat_server.base_url, llm_api_key="k",
                  embedding_batch_size=2)

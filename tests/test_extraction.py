@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from etamem.extraction import (ExtractionUnavailable, LLMExtractor, RuleExtractor, rewrite_first_person,
-                               split_sentences)
+from etamem.extraction import ExtractionUnavailable, LLMExtractor, RuleExtractor, rewrite_first_person, split_sentences
 from etamem.llm import LLMError, LLMJSONError, LLMUnavailable
 from etamem.prompts_io import list_prompts, render_prompt, render_template
 from etamem.types import Turn

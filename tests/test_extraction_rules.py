@@ -10,11 +10,22 @@ from importlib import resources
 import pytest
 
 from etamem import Config, Memory
-from etamem.extraction import (LLMExtractor, RuleExtractor, addressee_of, first_plural_group, is_salient,
-                               resolve_relative_dates, rewrite_first_person, rewrite_first_plural,
-                               rewrite_second_person, speaker_subject, third_person, we_group)
-from etamem.relative_dates import is_past_tense
+from etamem.extraction import (
+    LLMExtractor,
+    RuleExtractor,
+    addressee_of,
+    first_plural_group,
+    is_salient,
+    resolve_relative_dates,
+    rewrite_first_person,
+    rewrite_first_plural,
+    rewrite_second_person,
+    speaker_subject,
+    third_person,
+    we_group,
+)
 from etamem.llm import LLMJSONError
+from etamem.relative_dates import is_past_tense
 from etamem.types import Turn
 
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday

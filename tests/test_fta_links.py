@@ -7,11 +7,28 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from etamem.fta.links import (LLMLinkClassifier, Link, LinkEnd, Neighbour, RuleLinkClassifier, UnitGraph,
-                              classify_pair, history, nearest_older, parse_link_reply)
+from etamem.fta.links import (
+    Link,
+    LinkEnd,
+    LLMLinkClassifier,
+    Neighbour,
+    RuleLinkClassifier,
+    UnitGraph,
+    classify_pair,
+    history,
+    nearest_older,
+    parse_link_reply,
+)
 from etamem.fta.segmentation import segment_session
-from etamem.fta.units import (AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, RuleUnitExtractor, TimeAnchor,
-                              construct_units)
+from etamem.fta.units import (
+    AffectAnchor,
+    EvidenceSpan,
+    FactAnchor,
+    FTAUnit,
+    RuleUnitExtractor,
+    TimeAnchor,
+    construct_units,
+)
 from etamem.llm import LLMClient, LLMUnavailable
 from etamem.prompts_io import load_prompt, placeholders
 from etamem.types import Turn

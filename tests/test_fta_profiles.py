@@ -7,11 +7,25 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from etamem.fta.profiles import (ProfileCaps, SpeakerProfile, forget_units, profiles_from_json, profiles_to_json,
-                                 render_profiles, update_profiles)
+from etamem.fta.profiles import (
+    ProfileCaps,
+    SpeakerProfile,
+    forget_units,
+    profiles_from_json,
+    profiles_to_json,
+    render_profiles,
+    update_profiles,
+)
 from etamem.fta.segmentation import segment_session
-from etamem.fta.units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, RuleUnitExtractor, TimeAnchor, \
-    construct_units
+from etamem.fta.units import (
+    AffectAnchor,
+    EvidenceSpan,
+    FactAnchor,
+    FTAUnit,
+    RuleUnitExtractor,
+    TimeAnchor,
+    construct_units,
+)
 from etamem.types import Turn
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday

@@ -8,10 +8,23 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from etamem.fta.retrieval import (QueryFeatures, Scored, affect_component, chronological, content_type_component,
-                                  cue_components, cue_score, expand_neighbours, lifecycle_order,
-                                  participants_component, query_features, query_names, question_form, rank,
-                                  time_component)
+from etamem.fta.retrieval import (
+    QueryFeatures,
+    Scored,
+    affect_component,
+    chronological,
+    content_type_component,
+    cue_components,
+    cue_score,
+    expand_neighbours,
+    lifecycle_order,
+    participants_component,
+    query_features,
+    query_names,
+    question_form,
+    rank,
+    time_component,
+)
 from etamem.fta.rules import CONTENT_TYPES
 from etamem.fta.units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor
 from etamem.retrieval.temporal import parse_time_window

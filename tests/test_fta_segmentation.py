@@ -7,11 +7,24 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from etamem.fta.segmentation import (TRIGGERS, Cut, LLMBoundaryDetector, OfflineBoundaryDetector, Segment,
-                                     cue_phrase, depth_scores, is_question, parse_segment_reply, score_boundaries,
-                                     segment_dialogue, segment_session, segment_starts, splits_qa)
+from etamem.fta.segmentation import (
+    TRIGGERS,
+    Cut,
+    LLMBoundaryDetector,
+    OfflineBoundaryDetector,
+    Segment,
+    cue_phrase,
+    depth_scores,
+    is_question,
+    parse_segment_reply,
+    score_boundaries,
+    segment_dialogue,
+    segment_session,
+    segment_starts,
+    splits_qa,
+)
 from etamem.llm import LLMClient, LLMUnavailable
-from etamem.prompts_io import placeholders, load_prompt
+from etamem.prompts_io import load_prompt, placeholders
 from etamem.types import Turn
 from fta_dialogues import DIALOGUES, boundary_quality, dialogue_turns
 from llm_server import Reply

@@ -9,8 +9,16 @@ import pytest
 
 from etamem.fta.rules import content_type, orientation, rewrite_second_person, topic_stems
 from etamem.fta.segmentation import segment_session
-from etamem.fta.units import (FTAUnit, LLMUnitExtractor, RuleUnitExtractor, construct_units, content_id, fuse,
-                              parse_unit_reply, retrieval_text)
+from etamem.fta.units import (
+    FTAUnit,
+    LLMUnitExtractor,
+    RuleUnitExtractor,
+    construct_units,
+    content_id,
+    fuse,
+    parse_unit_reply,
+    retrieval_text,
+)
 from etamem.llm import LLMClient, LLMUnavailable
 from etamem.prompts_io import load_prompt, placeholders
 from etamem.types import Turn

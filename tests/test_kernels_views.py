@@ -9,9 +9,16 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from skimage.filters import threshold_otsu
 
-from etamem.kernels import (balanced_split, beam_descend, capacity_assign, cohesion, ema, otsu_threshold,
-                            softmax_entropy, spherical_kmeans)
-
+from etamem.kernels import (
+    balanced_split,
+    beam_descend,
+    capacity_assign,
+    cohesion,
+    ema,
+    otsu_threshold,
+    softmax_entropy,
+    spherical_kmeans,
+)
 from helpers import BACKENDS
 
 ALL_BACKENDS = BACKENDS + ["auto"]

@@ -7,8 +7,8 @@ import pytest
 from etamem.config import Config
 from etamem.retrieval import LexicalIndex, SpaceIndex, beam_search, largest_remainder, minmax, route
 from etamem.types import AMU
-from helpers import unit
 from etamem.views import SpaceViews
+from helpers import unit
 
 WORDS = "cat dog hiking paris job nurse sister exam music guitar lake boat coffee garden".split()
 

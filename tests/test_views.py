@@ -11,10 +11,8 @@ from etamem.config import Config
 from etamem.kernels import otsu_threshold
 from etamem.store import Store
 from etamem.types import AMU
-from helpers import unit
 from etamem.views import Calibrator, SemanticTree, SpaceViews, Thresholds, TimeForest, route
-
-
+from helpers import unit
 
 
 def frozen_calibrator(tau_new=0.5, tau_coh=0.2, tau_merge=0.97, m_max=10):

@@ -2,7 +2,6 @@
 questions, gold evidence and the date each question is asked."""
 from __future__ import annotations
 
-
 import hashlib
 import json
 from dataclasses import dataclass, field

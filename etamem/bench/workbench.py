@@ -14,10 +14,17 @@ import numpy as np
 
 from ..config import Config
 from ..types import Hit, StageCost
-from .ablations import (CONSTRUCTIONS, FTA_SEGMENTATION, CachingExtractor, SharedAffectEncoder, SharedTextTagger,
-                        TurnExtractor, UnifiedTagger)
-from .data import BenchConversation, BenchQuestion
+from .ablations import (
+    CONSTRUCTIONS,
+    FTA_SEGMENTATION,
+    CachingExtractor,
+    SharedAffectEncoder,
+    SharedTextTagger,
+    TurnExtractor,
+    UnifiedTagger,
+)
 from .composite import split_retrieve
+from .data import BenchConversation, BenchQuestion
 from .metrics import rrf
 from .systems import SystemSpec, Unit
 

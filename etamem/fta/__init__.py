@@ -17,17 +17,58 @@ the memory packet; on the engine through `Config(method="fta")` (`engine`, `sear
 - `codec`: units as JSON; `inspection`: links for `etamem inspect --links` and the HTML page;
 - `rules`: the word rules shared by the offline paths.
 """
-from .links import (LLMLinkClassifier, Link, LinkEnd, Neighbour, RuleLinkClassifier, UnitGraph, classify_pair,
-                    history)
+from .links import Link, LinkEnd, LLMLinkClassifier, Neighbour, RuleLinkClassifier, UnitGraph, classify_pair, history
 from .packet import answer_from_packet, render_packet, rewrite_query
-from .profiles import (CurrentState, ProfileCaps, Relationship, Source, SpeakerProfile, StableFact, SupportNote,
-                       forget_units, profiles_from_json, profiles_to_json, render_profiles, update_profiles)
-from .retrieval import (QueryFeatures, Scored, chronological, cue_components, cue_score, expand_neighbours,
-                        lifecycle_order, query_features, question_form, rank)
-from .segmentation import (Cut, LLMBoundaryDetector, OfflineBoundaryDetector, Segment, Segmentation, score_boundaries,
-                           segment_dialogue, segment_session)
-from .units import (AffectAnchor, Candidate, EvidenceSpan, FactAnchor, FTAUnit, LLMUnitExtractor, RuleUnitExtractor,
-                    TimeAnchor, UnitConstruction, construct_units, fuse, retrieval_text)
+from .profiles import (
+                    CurrentState,
+                    ProfileCaps,
+                    Relationship,
+                    Source,
+                    SpeakerProfile,
+                    StableFact,
+                    SupportNote,
+                    forget_units,
+                    profiles_from_json,
+                    profiles_to_json,
+                    render_profiles,
+                    update_profiles,
+)
+from .retrieval import (
+                    QueryFeatures,
+                    Scored,
+                    chronological,
+                    cue_components,
+                    cue_score,
+                    expand_neighbours,
+                    lifecycle_order,
+                    query_features,
+                    question_form,
+                    rank,
+)
+from .segmentation import (
+                    Cut,
+                    LLMBoundaryDetector,
+                    OfflineBoundaryDetector,
+                    Segment,
+                    Segmentation,
+                    score_boundaries,
+                    segment_dialogue,
+                    segment_session,
+)
+from .units import (
+                    AffectAnchor,
+                    Candidate,
+                    EvidenceSpan,
+                    FactAnchor,
+                    FTAUnit,
+                    LLMUnitExtractor,
+                    RuleUnitExtractor,
+                    TimeAnchor,
+                    UnitConstruction,
+                    construct_units,
+                    fuse,
+                    retrieval_text,
+)
 
 __all__ = ["AffectAnchor", "Candidate", "CurrentState", "Cut", "EvidenceSpan", "FTAUnit", "FactAnchor",
            "LLMBoundaryDetector", "LLMLinkClassifier", "LLMUnitExtractor", "Link", "LinkEnd", "Neighbour",

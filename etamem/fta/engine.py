@@ -29,7 +29,7 @@ from ..retrieval import turn_text
 from ..store_sql import UnitExtras
 from ..types import AMU, Turn
 from .codec import unit_from_json, unit_to_json, units_from_json, units_to_json
-from .links import RELATIONS, LIFECYCLE, LLMLinkClassifier, Neighbour, RuleLinkClassifier, link_text, nearest_older
+from .links import LIFECYCLE, RELATIONS, LLMLinkClassifier, Neighbour, RuleLinkClassifier, link_text, nearest_older
 from .segmentation import LLMBoundaryDetector, OfflineBoundaryDetector, segment_session
 from .units import FTAUnit, LLMUnitExtractor, RuleUnitExtractor, construct_units, retrieval_text
 

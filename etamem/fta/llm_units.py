@@ -17,8 +17,16 @@ from . import rules
 from .rule_units import RuleUnitExtractor
 from .rules import CONTENT_TYPES, ORIENTATIONS
 from .segmentation import Segment
-from .unit_model import (COMPLETENESS, Candidate, FactAnchor, FTAUnit, TimeAnchor, affect_anchors, evidence_span,
-                         short_summary)
+from .unit_model import (
+    COMPLETENESS,
+    Candidate,
+    FactAnchor,
+    FTAUnit,
+    TimeAnchor,
+    affect_anchors,
+    evidence_span,
+    short_summary,
+)
 
 logger = logging.getLogger(__name__)
 

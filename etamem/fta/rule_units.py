@@ -5,8 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from ..extraction import (capitalise, content_words, is_salient, rewrite_first_person, speaker_name, split_sentences,
-                          strip_filler, turn_text)
+from ..extraction import (
+    capitalise,
+    content_words,
+    is_salient,
+    rewrite_first_person,
+    speaker_name,
+    split_sentences,
+    strip_filler,
+    turn_text,
+)
 from ..types import Turn
 from . import rules
 from .segmentation import Segment

@@ -39,8 +39,19 @@ from ..types import AMU, Answer, Hit, SearchResult, Turn
 from .codec import units_from_json
 from .engine import CARRIED_KEY, PROFILES_KEY, load_units, unit_rows
 from .links import INVERSE, LIFECYCLE
-from .units import (AffectAnchor, Draft, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor, addressee_at, build_units,
-                    mentions_you, retrieval_text, third_person_sentence)
+from .units import (
+    AffectAnchor,
+    Draft,
+    EvidenceSpan,
+    FactAnchor,
+    FTAUnit,
+    TimeAnchor,
+    addressee_at,
+    build_units,
+    mentions_you,
+    retrieval_text,
+    third_person_sentence,
+)
 
 log = logging.getLogger(__name__)
 

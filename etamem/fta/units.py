@@ -35,9 +35,25 @@ from .llm_units import LLMUnitExtractor, parse_unit_reply
 from .rule_units import RuleUnitExtractor, addressee_at, match_carried, mentions_you, third_person_sentence
 from .rules import CONTENT_TYPES, ORIENTATIONS
 from .segmentation import Segment
-from .unit_model import (CARRIED, COMPLETENESS, MAX_CARRIED, STATUSES, AffectAnchor, Candidate, Draft, EvidenceSpan,
-                         FactAnchor, FTAUnit, TimeAnchor, UnitExtractor, affect_anchors, build_units, content_id,
-                         retrieval_text, short_summary)
+from .unit_model import (
+    CARRIED,
+    COMPLETENESS,
+    MAX_CARRIED,
+    STATUSES,
+    AffectAnchor,
+    Candidate,
+    Draft,
+    EvidenceSpan,
+    FactAnchor,
+    FTAUnit,
+    TimeAnchor,
+    UnitExtractor,
+    affect_anchors,
+    build_units,
+    content_id,
+    retrieval_text,
+    short_summary,
+)
 
 
 # --- carry-over and fusion ---------------------------------------------------------------------

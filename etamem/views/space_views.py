@@ -15,9 +15,9 @@ import numpy as np
 
 from ..types import AMU
 from .calibration import Calibrator
-from .validation import check_rows
 from .semantic_tree import SemanticTree
 from .time_forest import TimeForest
+from .validation import check_rows
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,19 @@ import pytest
 from etamem.inspect import export_store, subtree
 from etamem.views import VIEWS, tree_maintenance
 from rel_common import files_containing
-from rel_summaries import SPACE, TOKEN_RE, add_session, below, delete_random, ingest_with_deletes, node_texts, \
-    open_space, stale_quotes, stale_summary_run, turns_with_canaries
+from rel_summaries import (
+    SPACE,
+    TOKEN_RE,
+    add_session,
+    below,
+    delete_random,
+    ingest_with_deletes,
+    node_texts,
+    open_space,
+    stale_quotes,
+    stale_summary_run,
+    turns_with_canaries,
+)
 
 
 def echo_summariser(child_texts: list[str], rep_texts: list[str]) -> str:

@@ -4,8 +4,7 @@ many times as before (the store's generation alone would then match again), and 
 its stale indexes into derived files. On SQLite and on PostgreSQL."""
 import json
 
-from test_store_backends import FACTS, found, memory, texts, turns  # noqa: F401 - fixtures below
-from test_store_backends import backend, target  # noqa: F401 - pytest fixtures
+from test_store_backends import FACTS, backend, found, memory, target, texts, turns  # noqa: F401 - fixtures below  # noqa: F401 - pytest fixtures
 
 
 def _same_generation(a, space: str, generation: int, facts) -> None:
