@@ -2,8 +2,8 @@
 pattern family that used to be quadratic (runs of spaces or punctuation under a search anchored
 at the end, a scan to the sentence end per match, the output re-joined per match, candidate
 spans compared pairwise), through the real function, within 3x the time of ordinary text of the
-same length + 0.5 s. A call that overruns is interrupted there (a quadratic one would take
-minutes)."""
+same length + 0.5 s (the best of three runs). A call that overruns is interrupted there (a
+quadratic one would take minutes)."""
 import json
 import signal
 import time
@@ -109,5 +109,8 @@ def test_adversarial_text_takes_linear_time(family):
     _seconds(fn, prepare(_ordinary(2000)))  # warm-up (imports, compiled patterns)
     base = min(_seconds(fn, ordinary) for _ in range(2))
     bound = 3 * base + 0.5
-    took = _seconds(fn, text, limit=bound)
+    for _ in range(3):  # the best of three: a run slowed by other work on the machine gets two more chances
+        took = _seconds(fn, text, limit=bound)  # a quadratic call is interrupted at the bound every time
+        if took <= bound:
+            break
     assert took <= bound, f"{family}: {took:.2f} s on adversarial text, {base:.2f} s on ordinary text"
