@@ -60,7 +60,7 @@ class Memory(Engine):
         Bad input (or models other than the store's) raises ValueError naming the field (e.g.
         `turns[2].timestamp`) and stores nothing from the call. Raw turns are durable before
         extraction: when the LLM gives no reply they stay pending and `add` returns the units
-        it made (see `_process_pending`); any other model failure raises, the turns pending
+        it made (see `etamem.writing.process_pending`); any other model failure raises, the turns pending
         likewise; the next `add`/`flush` processes them. A new session id ends the space's open
         sessions.
         """
