@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from etamem.bench.metrics import bootstrap_interval
+
 
 def recalls(folder: str | Path, system: str, k: int) -> dict[str, dict[str, float]]:
     """space -> qid -> recall@k of `system` in the run's results.jsonl."""
@@ -53,9 +55,9 @@ def paired_interval(before: str, after: str, system: str, k: int = 20, resamples
     diff = np.array([y - x for x, y in pairs], np.float64)
     if not diff.size:
         return {"questions": 0}
-    means = diff[np.random.default_rng(seed).integers(0, diff.size, (resamples, diff.size))].mean(axis=1)
-    return {"questions": int(diff.size), "difference": float(diff.mean()), "low": float(np.percentile(means, 2.5)),
-            "high": float(np.percentile(means, 97.5)), "up": int((diff > 0).sum()), "down": int((diff < 0).sum())}
+    low, high = bootstrap_interval(diff, resamples=resamples, seed=seed)
+    return {"questions": int(diff.size), "difference": float(diff.mean()), "low": low,
+            "high": high, "up": int((diff > 0).sum()), "down": int((diff < 0).sum())}
 
 
 def main(argv: list[str] | None = None) -> int:

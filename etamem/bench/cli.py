@@ -27,11 +27,12 @@ A rerun with the same --out skips finished items; the LLM cache makes repeated c
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", choices=["locomo", "longmemeval"])
-    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json)")
+    p.add_argument("dataset", choices=["locomo", "longmemeval", "prefeval"])
+    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json; prefeval: the "
+                   "directory with explicit_preference/ and filtered_inter_turns.json)")
     p.add_argument("--out", default=None, help="results directory (default bench-results/<dataset>-<file stem>)")
     p.add_argument("--systems", nargs="+", default=None, metavar="NAME", help="system keys or groups (default: all)")
-    p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo recall@K values (default 10 20 25)")
+    p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo / PrefEval recall@K values (default 10 20 25; PrefEval 1 5 10)")
     p.add_argument("--pool", type=int, default=None,
                    help="pool mode: units per system before cutting at K (default 80 / 100)")
     p.add_argument("--budget", type=int, default=None, metavar="K",
@@ -43,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-model", default=None, help="judge model (default: the answer model)")
     p.add_argument("--judge-base-url", default=None)
     p.add_argument("--no-llm", action="store_true", help="ignore any configured LLM (retrieval metrics only)")
-    p.add_argument("--limit", type=int, default=0, help="only the first N conversations (LongMemEval: questions)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N conversations (LongMemEval: questions; PrefEval: trials)")
     p.add_argument("--conversations", nargs="+", default=None, metavar="ID", help="LoCoMo sample ids / LongMemEval question ids")
     p.add_argument("--questions", nargs="+", default=None, metavar="QID",
                    help="question ids (LoCoMo: <sample_id>:q<index in qa>)")

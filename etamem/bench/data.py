@@ -10,7 +10,7 @@ from typing import Any
 from ..datasets import read_locomo, read_longmemeval, shape_guard
 from .metrics import normalise_evidence
 
-DATASETS = ("locomo", "longmemeval")
+DATASETS = ("locomo", "longmemeval", "prefeval")
 LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
                      "temporal-reasoning", "knowledge-update", "multi-session")
@@ -94,6 +94,10 @@ def _longmemeval_question(conv) -> BenchConversation:
 def load(dataset: str, path: str) -> list[BenchConversation]:
     if dataset not in DATASETS:
         raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
+    if dataset == "prefeval":  # a directory (etamem/bench/prefeval.py)
+        from .prefeval import load_prefeval
+
+        return load_prefeval(path)
     return load_locomo(path) if dataset == "locomo" else load_longmemeval(path)
 
 

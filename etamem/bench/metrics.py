@@ -11,6 +11,10 @@ Retrieval:
 Answers (LoCoMo-style normalisation: lower case, punctuation and the articles a/an/the dropped):
 - token F1 over the multisets of answer tokens;
 - BLEU-1 = brevity penalty x clipped unigram precision (BP = exp(1 - r/c) when c < r).
+
+Uncertainty: `bootstrap_interval` gives the 95% percentile bootstrap interval of a mean
+(questions resampled with replacement, seeded); on per-question differences of two runs it is
+the paired interval.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ import re
 import string
 from collections import Counter
 from typing import Iterable, Sequence
+
+import numpy as np
 
 TOKEN = re.compile(r"\w+|[^\w\s]")  # context-token count (the LoCoMo retrieval benchmark's rule)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -156,6 +162,25 @@ def parse_verdict(reply: object) -> bool:
     if "CORRECT" in text:
         return True
     raise ValueError(f"judge reply has no CORRECT/WRONG verdict: {str(reply)[:200]!r}")
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_interval(values: Iterable[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of `values`: `resamples` samples of the same
+    size drawn with replacement (numpy generator seeded with `seed`), the (1 - level) / 2 and
+    (1 + level) / 2 percentiles of their means; None for no values. Per-question differences of
+    two runs give the paired interval."""
+    x = np.asarray(list(values), np.float64)
+    if not x.size:
+        return None
+    if resamples < 1 or not 0.0 < level < 1.0:
+        raise ValueError(f"bootstrap_interval: resamples >= 1 and 0 < level < 1, got {resamples}, {level}")
+    means = x[np.random.default_rng(seed).integers(0, x.size, (resamples, x.size))].mean(axis=1)
+    tail = 100.0 * (1.0 - level) / 2.0
+    return float(np.percentile(means, tail)), float(np.percentile(means, 100.0 - tail))
 
 
 def mean(values: Iterable[float]) -> float | None:

@@ -12,7 +12,7 @@ VIEW_COLOURS = {"event": "tab:blue", "affect": "tab:red", "time": "tab:green"}
 
 
 def _main_metric(summary: dict) -> tuple[str, str]:
-    if summary["dataset"] == "locomo":
+    if summary["dataset"] != "longmemeval":  # LoCoMo, PrefEval: evidence recall
         k = main_k(summary)
         return f"recall@{k}", f"evidence recall@{k}"
     return "session_recall_all@10", "session recall_all@10"
@@ -47,7 +47,7 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     paths.append(save_png(fig, out / "categories.png", dpi=110))
 
     # 2. recall against K
-    if summary["dataset"] == "locomo":
+    if summary["dataset"] != "longmemeval":
         series = [("recall@{k}", summary["settings"]["ks"], "evidence recall@K (all)")]
     else:
         series = [("session_recall_all@{k}", [5, 10], "session recall_all@K"),

@@ -3,7 +3,7 @@ the PNG plots of `plots.py`)."""
 from __future__ import annotations
 
 from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
-from .metrics import mean
+from .metrics import bootstrap_interval, mean
 from .systems import SystemSpec
 
 VIEWS = ("event", "affect", "time")
@@ -27,6 +27,19 @@ def _by_category(recs: list[dict], value) -> dict[str, float]:
         groups.setdefault(r["category"], []).append(v)
         groups.setdefault("all", []).append(v)
     return {c: mean(vs) for c, vs in groups.items()}
+
+
+def _intervals_by_category(recs: list[dict], value) -> dict[str, list[float]]:
+    """95% bootstrap interval [low, high] of the mean per category and over all (questions
+    resampled, seeded: the same records give the same interval)."""
+    groups: dict[str, list[float]] = {}
+    for r in recs:
+        v = value(r)
+        if v is None:
+            continue
+        groups.setdefault(r["category"], []).append(v)
+        groups.setdefault("all", []).append(v)
+    return {c: list(bootstrap_interval(vs)) for c, vs in groups.items()}
 
 
 def routing_summary(recs: list[dict]) -> dict | None:
@@ -97,6 +110,8 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
             "routing": routing_summary(list(by_q.values())),
             "retrieval": {"questions": len(rr),
                           "metrics": {m: _by_category(rr, lambda r, m=m: r["metrics"].get(m)) for m in names},
+                          "intervals": {m: _intervals_by_category(rr, lambda r, m=m: r["metrics"].get(m))
+                                        for m in names},
                           "ms_per_query": mean(r["ms"] for r in rr),
                           "context_tokens": mean(r["context_tokens"] for r in rr)},
             "qa": None if not qa else {
@@ -121,7 +136,7 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 if k[0] != "build" and k[2] in qids and k[1] in systems) / 1000.0
     info = {"questions": len(questions), "conversations": len(convs),
             "skipped_evidence_ids": sum(q.skipped_evidence for q in questions)}
-    if dataset == "locomo":
+    if dataset != "longmemeval":
         info["questions_without_evidence"] = sum(not q.gold_turns for q in questions)
     else:
         info["abstention_questions"] = sum(q.abstention for q in questions)
@@ -143,28 +158,49 @@ def main_k(summary: dict) -> int:
     return 20 if 20 in ks else max(ks)
 
 
+def _fi(retrieval: dict, name: str, cat: str) -> str:
+    """A mean with its 95% bootstrap interval, "0.450 [0.383, 0.517]" (the mean alone when the
+    summary has no interval, e.g. one written before intervals were added)."""
+    value = retrieval["metrics"].get(name, {}).get(cat)
+    ci = retrieval.get("intervals", {}).get(name, {}).get(cat)
+    if value is None or not ci:
+        return _f(value)
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def retrieval_table(summary: dict) -> list[str]:
+    """Retrieval figures, each with its 95% bootstrap interval (questions resampled)."""
     cats, systems = summary["categories"], summary["systems"]
+    if summary["dataset"] == "prefeval":  # the overall figures, then one table per k by topic
+        ks = summary["settings"]["ks"]
+        lines = _table(["system"] + [f"R@{x} all" for x in ks] + ["ctx tokens", "ms/q"],
+                       [[s["label"]] + [_fi(s["retrieval"], f"recall@{x}", "all") for x in ks]
+                        + [_f(s["retrieval"]["context_tokens"], 0), _f(s["retrieval"]["ms_per_query"], 1)]
+                        for s in systems.values()])
+        for x in ks:
+            lines += ["", f"Recall@{x} of the preference turn per topic:", ""]
+            lines += _table(["topic"] + [s["label"] for s in systems.values()],
+                            [[c] + [_fi(s["retrieval"], f"recall@{x}", c) for s in systems.values()] for c in cats])
+        return lines
     if summary["dataset"] == "locomo":
         ks, k = summary["settings"]["ks"], main_k(summary)
         head = (["system"] + [f"R@{x} all" for x in ks if x < k] + [f"R@{k} cat {c}" for c in cats]
                 + [f"R@{x} all" for x in ks if x >= k] + ["ctx tokens", "ms/q"])
         rows = []
         for s in systems.values():
-            m = s["retrieval"]["metrics"]
-            get = lambda name, c: m.get(name, {}).get(c)  # noqa: E731
-            rows.append([s["label"]] + [_f(get(f"recall@{x}", "all")) for x in ks if x < k]
-                        + [_f(get(f"recall@{k}", c)) for c in cats] + [_f(get(f"recall@{x}", "all")) for x in ks if x >= k]
-                        + [_f(s["retrieval"]["context_tokens"], 0), _f(s["retrieval"]["ms_per_query"], 1)])
+            r = s["retrieval"]
+            rows.append([s["label"]] + [_fi(r, f"recall@{x}", "all") for x in ks if x < k]
+                        + [_fi(r, f"recall@{k}", c) for c in cats] + [_fi(r, f"recall@{x}", "all") for x in ks if x >= k]
+                        + [_f(r["context_tokens"], 0), _f(r["ms_per_query"], 1)])
         return _table(head, rows)
     head = ["system"] + [c.replace("session_", "S ").replace("turn_", "T ").replace("_any", "").replace("recall", "R")
                          for c in LME_COLUMNS] + ["ms/q"]
-    rows = [[s["label"]] + [_f(s["retrieval"]["metrics"].get(c, {}).get("all")) for c in LME_COLUMNS]
+    rows = [[s["label"]] + [_fi(s["retrieval"], c, "all") for c in LME_COLUMNS]
             + [_f(s["retrieval"]["ms_per_query"], 1)] for s in systems.values()]
     lines = _table(head, rows)
     lines += ["", "Session recall_all@10 per question type:", ""]
-    lines += _table(["system"] + cats, [[s["label"]] + [_f(s["retrieval"]["metrics"].get("session_recall_all@10", {})
-                                                           .get(c)) for c in cats] for s in systems.values()])
+    lines += _table(["system"] + cats, [[s["label"]] + [_fi(s["retrieval"], "session_recall_all@10", c) for c in cats]
+                                        for s in systems.values()])
     return lines
 
 
@@ -255,14 +291,23 @@ def mode_line(settings: dict) -> str:
             f"paper's setting).")
 
 
+def _data_line(summary: dict) -> str:
+    d = summary["data"]
+    if summary["dataset"] == "prefeval":
+        return (f"{d['questions']} questions in {d['conversations']} trial(s), one memory each (the chats and one "
+                f"preference per topic; {len(summary['categories'])} topics); the evidence of a question is its "
+                "topic's preference turn")
+    return (f"{d['questions']} questions in {d['conversations']} conversation(s)"
+            + (f" (category 5 excluded; {d['questions_without_evidence']} without resolvable evidence skipped for "
+               f"retrieval; {d['skipped_evidence_ids']} evidence ids did not resolve)" if summary["dataset"] == "locomo"
+               else f" ({d['abstention_questions']} abstention questions skipped for retrieval)"))
+
+
 def markdown(summary: dict) -> str:
-    d, st = summary["data"], summary["settings"]
+    st = summary["settings"]
     cfg = st["config"]
     lines = [f"# Benchmark: {summary['dataset']} — {summary['file']}", "",
-             f"{d['questions']} questions in {d['conversations']} conversation(s)"
-             + (f" (category 5 excluded; {d['questions_without_evidence']} without resolvable evidence skipped for "
-                f"retrieval; {d['skipped_evidence_ids']} evidence ids did not resolve)" if summary["dataset"] == "locomo"
-                else f" ({d['abstention_questions']} abstention questions skipped for retrieval)")
+             _data_line(summary)
              + f". Wall time of this run: {summary['wall_s']:.1f} s; time spent on these results over all runs "
              f"(store builds + retrieval + answers, from the records): {summary['work_s']:.0f} s.", "",
              mode_line(st), "",
@@ -270,7 +315,9 @@ def markdown(summary: dict) -> str:
              f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
              f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
              + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", "",
-             "## Retrieval (no LLM)", ""] + retrieval_table(summary)
+             "## Retrieval (no LLM)", "",
+             "Each figure is a mean over questions with its 95% bootstrap interval [low, high] (percentile, "
+             "questions resampled with replacement, 2000 resamples, seeded).", ""] + retrieval_table(summary)
     routing = routing_tables(summary)
     if routing:
         lines += ["", "## Routing (ETAMem systems)"] + routing

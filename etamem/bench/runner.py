@@ -37,9 +37,10 @@ from .workbench import Workbench, hits_to_units, peak_rss_mb
 log = logging.getLogger(__name__)
 
 LOCOMO_KS = (10, 20, 25)
+PREFEVAL_KS = (1, 5, 10)
 LME_SESSION_KS = (5, 10)
 LME_TURN_KS = (5, 10, 50)
-DEFAULT_POOL = {"locomo": 80, "longmemeval": 100}
+DEFAULT_POOL = {"locomo": 80, "longmemeval": 100, "prefeval": 80}
 
 
 @dataclass
@@ -141,7 +142,7 @@ def _sizes(opts: BenchOptions, config: Config) -> tuple[int, int]:
 
 
 def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
-    if dataset == "locomo":
+    if dataset != "longmemeval":  # LoCoMo, PrefEval: evidence turns
         return bool(q.gold_turns)
     return not q.abstention and bool(q.gold_sessions)
 
@@ -149,7 +150,7 @@ def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
 def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, units, ks, qa_turns: int,
                       session_of: dict[str, str]) -> dict[str, float]:
     """Metric name -> value for one ranking (see metrics.py for the definitions)."""
-    if dataset == "locomo":
+    if dataset != "longmemeval":  # LoCoMo, PrefEval: evidence turns
         ranked = distinct(t for u in units for t in u.sources)
         return {f"recall@{k}": evidence_recall(ranked, q.gold_turns, k) for k in ks}
     turns = distinct(t for u in units for t in u.sources)
@@ -207,7 +208,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     t_start = time.perf_counter()
     config = _config(opts)
     specs = resolve_systems(opts.systems)
-    ks = sorted(set(opts.ks or LOCOMO_KS))
+    ks = sorted(set(opts.ks or (PREFEVAL_KS if opts.dataset == "prefeval" else LOCOMO_KS)))
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
         config = config.replace(route_budget=opts.budget)
