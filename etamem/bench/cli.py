@@ -23,7 +23,13 @@ across its views, not k. --budget K is the paper's setting: every system returns
 Without an LLM only retrieval metrics are computed (full-context is skipped). With
 --model (or ETAMEM_LLM_MODEL) and OPENAI_BASE_URL / OPENAI_API_KEY, AMUs are extracted by the
 LLM and every system is also scored on answers (judge accuracy, token F1, BLEU-1).
-A rerun with the same --out skips finished items; the LLM cache makes repeated calls free."""
+A rerun with the same --out skips finished items; the LLM cache makes repeated calls free.
+
+--roles (LoCoMo): speaker_a becomes `user`, speaker_b `assistant`, and their first names in
+turns, photo captions and questions become "the user" / "the assistant" (whole words,
+possessives included, "The user" where a sentence starts); nicknames ("Mel") are left as they
+are and answers keep their text. Recorded in the run's settings: a named and a roles run need
+separate --out directories (or --fresh)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--fresh", action="store_true", help="discard results in --out made with other settings")
+    p.add_argument("--roles", action="store_true",
+                   help="LoCoMo: speakers as user / assistant, their first names replaced (see below)")
 
 
 def options_from_args(args):
@@ -70,7 +78,8 @@ def options_from_args(args):
                         judge_base_url=args.judge_base_url,
                         no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
-                        stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh)
+                        stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
+                        roles=args.roles)
 
 
 def cmd_bench(args) -> int:

@@ -70,6 +70,7 @@ class BenchOptions:
     progress: bool = False
     plots: bool = True
     fresh: bool = False  # discard earlier results in <out> made with other settings
+    roles: bool = False  # LoCoMo: speakers as user / assistant, their names replaced (bench/roles.py)
 
 
 class ResultLog:
@@ -126,8 +127,18 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     model = None if opts.no_llm else config.resolved_llm_model()
     return {"dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
             "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
-            "qa_turns": qa_turns, "config": cfg, "llm_model": model,
+            "qa_turns": qa_turns, "roles": opts.roles, "config": cfg, "llm_model": model,
             "judge_model": None if model is None else (opts.judge_model or model)}
+
+
+def _load(opts: BenchOptions) -> list[BenchConversation]:
+    if not opts.roles:
+        return load(opts.dataset, opts.file)
+    if opts.dataset != "locomo":
+        raise ValueError(f"--roles applies to locomo only (the speakers of {opts.dataset} are already roles)")
+    from .roles import load_locomo_roles
+
+    return load_locomo_roles(opts.file)
 
 
 def _sizes(opts: BenchOptions, config: Config) -> tuple[int, int]:
@@ -212,14 +223,14 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
         config = config.replace(route_budget=opts.budget)
-    convs = select(load(opts.dataset, opts.file), limit=opts.limit, spaces=opts.conversations,
+    convs = select(_load(opts), limit=opts.limit, spaces=opts.conversations,
                    qids=opts.questions, per_conversation=opts.per_conversation)
     out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
     out.mkdir(parents=True, exist_ok=True)
     settings = _settings(opts, config, ks, pool, qa_turns)
     settings_path = out / "settings.json"
     if settings_path.exists():
-        old = {"mode": "pool", "budget": None, **json.loads(settings_path.read_text(encoding="utf-8"))}
+        old = {"mode": "pool", "budget": None, "roles": False, **json.loads(settings_path.read_text(encoding="utf-8"))}
         if old != settings:
             if not opts.fresh:
                 diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
@@ -232,6 +243,9 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     results = ResultLog(out / "results.jsonl")
     llm, judge = _make_llms(opts, config, out)
     notes: list[str] = []
+    if opts.roles:
+        notes.append("Speakers as roles: speaker_a is `user`, speaker_b `assistant`, their first names replaced "
+                     "in turns, captions and questions (nicknames kept).")
     if llm is None:
         notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
                      "full context skipped. Set --model / ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY.")
@@ -240,6 +254,8 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
             log.warning("skipping %s: needs an LLM (none configured)", ", ".join(s.key for s in skipped))
         specs = [s for s in specs if not s.needs_llm]
     stores = Path(opts.stores) if opts.stores else out / "stores"
+    if opts.roles:  # other turn texts: never reuse a named run's stores from a shared --stores
+        stores = stores / "roles"
     wb = Workbench(config, stores, pool=pool, text_encoder=text_encoder, affect_tagger=affect_tagger, llm=llm)
     builds = ResultLog(stores / "builds.jsonl")  # a store's construction cost travels with it
     for key, rec in builds.records.items():
