@@ -11,8 +11,8 @@ import pytest
 from conftest import HashingEncoder
 from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
-from etamem.bench.data import load
 from etamem.bench.cli import add_arguments, options_from_args
+from etamem.bench.data import load
 from etamem.bench.metrics import bootstrap_interval
 from etamem.bench.prefeval import load_prefeval
 from etamem.encoders import CachedEncoder
