@@ -2,50 +2,17 @@
 questions, gold evidence and the date each question is asked."""
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any
-
 from ..datasets import read_locomo, read_longmemeval, shape_guard
+from .items import BenchConversation, BenchQuestion
 from .metrics import normalise_evidence
+
+__all__ = ["DATASETS", "LOCOMO_CATEGORIES", "LONGMEMEVAL_TYPES", "BenchConversation", "BenchQuestion", "load",
+           "load_locomo", "load_longmemeval", "select"]
 
 DATASETS = ("locomo", "longmemeval", "prefeval")
 LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
                      "temporal-reasoning", "knowledge-update", "multi-session")
-
-
-@dataclass
-class BenchQuestion:
-    """One question. `category` is the LoCoMo category number as a string or the LongMemEval
-    `question_type`; `gold_turns` are resolved evidence turn ids (LoCoMo) or the user turns
-    marked `has_answer` (LongMemEval); `gold_sessions` only for LongMemEval."""
-
-    qid: str
-    space: str
-    question: str
-    answer: str
-    category: str
-    now: str | None
-    gold_turns: list[str] = field(default_factory=list)
-    gold_sessions: list[str] = field(default_factory=list)
-    abstention: bool = False
-    skipped_evidence: int = 0
-
-
-@dataclass
-class BenchConversation:
-    """One space to build: turns (dicts for `Memory.add`) and the questions asked of it."""
-
-    space: str
-    turns: list[dict[str, Any]]
-    questions: list[BenchQuestion]
-    user_turns: set[str] = field(default_factory=set)  # LongMemEval: turn-level keys
-
-    def content_hash(self) -> str:
-        blob = json.dumps(self.turns, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def load_locomo(path: str) -> list[BenchConversation]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..datasets import _load_json, shape_guard
-from .data import BenchConversation, BenchQuestion
+from .items import BenchConversation, BenchQuestion
 
 START = datetime(2023, 1, 2, 9, 0)  # the first chat's day
 CHAT_GAP_DAYS = (1, 4)  # days between consecutive chats (inclusive range)

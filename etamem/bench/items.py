@@ -1,0 +1,40 @@
+"""The benchmark items every dataset loader makes: a conversation (a space to build) with the
+questions asked of it and their gold evidence."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class BenchQuestion:
+    """One question. `category` is the LoCoMo category number as a string or the LongMemEval
+    `question_type`; `gold_turns` are resolved evidence turn ids (LoCoMo) or the user turns
+    marked `has_answer` (LongMemEval); `gold_sessions` only for LongMemEval."""
+
+    qid: str
+    space: str
+    question: str
+    answer: str
+    category: str
+    now: str | None
+    gold_turns: list[str] = field(default_factory=list)
+    gold_sessions: list[str] = field(default_factory=list)
+    abstention: bool = False
+    skipped_evidence: int = 0
+
+
+@dataclass
+class BenchConversation:
+    """One space to build: turns (dicts for `Memory.add`) and the questions asked of it."""
+
+    space: str
+    turns: list[dict[str, Any]]
+    questions: list[BenchQuestion]
+    user_turns: set[str] = field(default_factory=set)  # LongMemEval: turn-level keys
+
+    def content_hash(self) -> str:
+        blob = json.dumps(self.turns, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
