@@ -20,13 +20,17 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+try:  # python -m benchmarks.noisy_tenant, or imported with benchmarks/ on sys.path (benchmarks/reliability.py)
+    from .serve_load import free_port, percentile, wait_until_healthy
+except ImportError:
+    from serve_load import free_port, percentile, wait_until_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "results" / "noisy_tenant.json"
@@ -89,15 +93,6 @@ def max_size_add(n: int, turn_chars: int, max_bytes: int) -> bytes:
     return json.dumps({"turns": turns}).encode()
 
 
-def percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _searches(url: str, keys: dict[str, str], quiet: list[str], n: int) -> list[float]:
@@ -143,22 +138,13 @@ def run(work: Path, *, searches: int = 60, request_bytes: int = 1 << 20, turn_ch
     keys = {name: tenancy.create_key(mem.store, [name])[0] for name in names}
     mem.close()
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(work / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.noisy_tenant", "--serve", str(store), str(port),
                              str(request_bytes)], env=_paths_env(), cwd=REPO, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start; see {work / 'server.log'}")
-            time.sleep(0.3)
+        wait_until_healthy(proc, url, work / "server.log")
         quiet = names[:-1]
         _searches(url, keys, quiet, 5)  # warm-up
         idle = _searches(url, keys, quiet, searches)

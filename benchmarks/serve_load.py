@@ -71,20 +71,27 @@ def start_servers(target: str, n: int, env: dict, work: Path) -> list[tuple[subp
         proc = subprocess.Popen([sys.executable, "-m", "etamem", "-q", "serve", target, "--port", str(port)],
                                 env=env, stdout=log, stderr=log, cwd=work)
         servers.append((proc, f"http://127.0.0.1:{port}"))
-    import httpx
 
     for proc, url in servers:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server {url} did not start; see {work}")
-            time.sleep(0.3)
+        wait_until_healthy(proc, url, work)
     return servers
+
+
+def wait_until_healthy(proc: subprocess.Popen, url: str, logs, timeout_s: float = 120) -> None:
+    """Poll `url`/health until it answers 200; RuntimeError (pointing at `logs`) when the
+    server process exits first or `timeout_s` pass."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server {url} did not start; see {logs}")
+        time.sleep(0.3)
 
 
 def stop_servers(servers) -> None:

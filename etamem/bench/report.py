@@ -18,7 +18,8 @@ def categories(dataset: str, convs: list[BenchConversation]) -> list[str]:
     return [c for c in order if c in seen] + sorted(seen - set(order))
 
 
-def _by_category(recs: list[dict], value) -> dict[str, float]:
+def _grouped(recs: list[dict], value) -> dict[str, list[float]]:
+    """`value(record)` of the records per category and over all ("all"), None values left out."""
     groups: dict[str, list[float]] = {}
     for r in recs:
         v = value(r)
@@ -26,20 +27,17 @@ def _by_category(recs: list[dict], value) -> dict[str, float]:
             continue
         groups.setdefault(r["category"], []).append(v)
         groups.setdefault("all", []).append(v)
-    return {c: mean(vs) for c, vs in groups.items()}
+    return groups
+
+
+def _by_category(recs: list[dict], value) -> dict[str, float]:
+    return {c: mean(vs) for c, vs in _grouped(recs, value).items()}
 
 
 def _intervals_by_category(recs: list[dict], value) -> dict[str, list[float]]:
     """95% bootstrap interval [low, high] of the mean per category and over all (questions
     resampled, seeded: the same records give the same interval)."""
-    groups: dict[str, list[float]] = {}
-    for r in recs:
-        v = value(r)
-        if v is None:
-            continue
-        groups.setdefault(r["category"], []).append(v)
-        groups.setdefault("all", []).append(v)
-    return {c: list(bootstrap_interval(vs)) for c, vs in groups.items()}
+    return {c: list(bootstrap_interval(vs)) for c, vs in _grouped(recs, value).items()}
 
 
 def routing_summary(recs: list[dict]) -> dict | None:
