@@ -99,6 +99,13 @@ class Config:
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
     routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
     blas_threads: int = 1  # BLAS threads for the engine's own products (0: leave BLAS alone; see etamem/threads.py)
+    # retrieval beyond LoCoMo (docs/benchmarks.md, 'Beyond LoCoMo'): the best `flat_candidates` units of
+    # one exact cosine search over every unit join the views' candidates (0: the beams' only), so
+    # what the hierarchy pruned can still be ranked; `bm25_norm` puts BM25 on [0, 1] by "minmax"
+    # over the candidates or by "ceiling" (the share of the query's BM25 ceiling: a weak best match
+    # stays weak; measured worse on LoCoMo, kept as a switch)
+    flat_candidates: int = 80
+    bm25_norm: str = "minmax"
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
     # raw-turn fallback (docs/design.md, 'Raw-turn fallback'): used when retrieval confidence is low. "score": confidence =
     # the best hit's score; "agreement": confidence = share of the top `fallback_agreement_k`
@@ -123,6 +130,14 @@ class Config:
     context_prev: float = 0.4
     context_next: float = 0.2
     context_lexical_prev: float = 0.4
+    # `context_mean`: the turn context is a weighted mean over the turns that exist, so a turn alone
+    # in its session (a stated preference, a one-line fact) is not scored below one with neighbours;
+    # `long_turn_words`: a unit's own share shrinks as its source turn outgrows this many words
+    # (share of own text = (1 - context_share) * min(1, long_turn_words / words)), so the dozens of
+    # sentence units of a long assistant reply are scored as that reply, not as lottery tickets
+    # (0: off). Chosen on the PrefEval dev part, confirmed on LoCoMo and LoCoMo-Plus (docs/benchmarks.md)
+    context_mean: bool = True
+    long_turn_words: int = 40
     # dialogue-aware re-scoring (retrieval/dialogue.py; docs/benchmarks.md): the query's text vector
     # is this mix of the query without the speakers' names and the query as asked (0: as asked), so a
     # name in the question does not pull every short unit that names that speaker; units that are
@@ -287,6 +302,7 @@ _CHOICES = {
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),
     "routing": ("entropy", "mean"),
+    "bm25_norm": ("minmax", "ceiling"),
     "fallback_fusion": ("score", "rrf"),
     "bm25_stemmer": ("english", "none"),
     "fallback_confidence": ("score", "agreement"),
@@ -308,7 +324,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
-        "speaker_boost", "session_gap_minutes")},
+        "speaker_boost", "session_gap_minutes", "flat_candidates", "long_turn_words")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),

@@ -43,8 +43,15 @@ def test_named_speakers_and_without_names():
     assert named_speakers("What did Ann's dog eat?", speakers) == ("Ann",)
     assert named_speakers("Did Ann Lee meet Bob?", speakers) == ("Ann Lee", "Bob")  # the longest name
     assert named_speakers("Ann met Ann Lee.", speakers) == ("Ann", "Ann Lee")
-    # role labels are not names: "the user" stays in the query
-    assert named_speakers("What did the user say to the assistant?", ["user", "assistant", "User"]) == ()
+    # role labels are not names, but "the <role>" addresses that speaker and the first person
+    # addresses the user (the question is theirs); the words stay in the query's text vector
+    roles = ["user", "assistant", "User"]
+    assert named_speakers("What did the user say to the assistant?", roles) == ("User", "assistant", "user")
+    assert named_speakers("Can you recommend a cafe for me?", ["user", "assistant"]) == ("user",)
+    assert named_speakers("I'm hungry, what should I eat?", ["user", "assistant"]) == ("user",)
+    assert named_speakers("What did Ann paint?", ["user", "assistant"]) == ()
+    assert named_speakers("What would I like?", ["Ann", "Bob"]) == ()  # no role speakers: nobody
+    assert named_speakers("What did the userbase say?", ["user"]) == ()
     assert query_texts("What did the user say?", ("user",), 0.5) == ["What did the user say?"]
     assert named_speakers("Annie and bob went out", speakers) == ()  # whole words, case as stored
     assert without_names("Did Ann Lee meet Bob's sister?", ["Ann", "Ann Lee", "Bob"]) == "Did meet sister?"

@@ -33,26 +33,38 @@ class Scored:
     bm25: float
 
 
-def hybrid(cos: np.ndarray, bm25_raw: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(score, bm25n) with bm25n min-max normalised over these candidates."""
-    bm = minmax(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
+Normalise = Callable[[np.ndarray], np.ndarray]  # raw BM25 (n,) -> [0, 1] (n,) float32; default `minmax`
+
+
+def hybrid(cos: np.ndarray, bm25_raw: np.ndarray, beta: float, norm: Normalise = minmax
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(score, bm25n) with bm25n = norm(bm25_raw) (min-max over these candidates by default)."""
+    bm = norm(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
     return (1.0 - beta) * cos + beta * bm, bm
 
 
-ContextFn = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]  # AMU ids -> (dense, raw BM25) of their turns
+# AMU ids -> (dense, raw BM25) of their turns in context; a context function may carry its own
+# BM25 normaliser as attribute `norm` (else min-max over the candidates) and, as attribute
+# `shares`, a function (ids, share) -> (n,) float32 per-unit context shares (else `share` for all)
+ContextFn = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]
 
 
 def contextual(cos: np.ndarray, bm25_raw: np.ndarray, ids: list[str], context: ContextFn | None, share: float,
-               beta: float) -> tuple[np.ndarray, np.ndarray]:
+               beta: float, norm: Normalise = minmax) -> tuple[np.ndarray, np.ndarray]:
     """`hybrid` with each AMU's source turn in its dialogue context mixed in: (1 - beta) * ((1 -
-    share) * cos + share * ctx_cos) + beta * ((1 - share) * bm25n + share * ctx_bm25n), both BM25
-    parts min-max normalised over these candidates; `context(ids)` gives ctx_cos and the raw
-    ctx_bm25. Returns (score, the unit's own bm25n); plain `hybrid` when `context` is None."""
+    share) * cos + share * ctx_cos) + beta * ((1 - share) * bm25n + share * ctx_bm25n), the unit's
+    BM25 normalised by `norm`, the context's by `context.norm` (both min-max over these
+    candidates by default), `share` per unit from `context.shares` when it has one; `context(ids)`
+    gives ctx_cos and the raw ctx_bm25. Returns (score, the unit's own bm25n); plain `hybrid`
+    when `context` is None."""
     if context is None or share <= 0 or not len(ids):
-        return hybrid(cos, bm25_raw, beta)
+        return hybrid(cos, bm25_raw, beta, norm)
     ctx_cos, ctx_bm = context(ids)
-    bm = minmax(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
-    lexical = (1.0 - share) * bm + share * minmax(ctx_bm) if beta > 0 else bm
+    shares = getattr(context, "shares", None)
+    if shares is not None:
+        share = shares(ids, share)
+    bm = norm(bm25_raw) if beta > 0 else np.zeros_like(cos, dtype=np.float32)
+    lexical = (1.0 - share) * bm + share * getattr(context, "norm", minmax)(ctx_bm) if beta > 0 else bm
     return (1.0 - beta) * ((1.0 - share) * cos + share * ctx_cos) + beta * lexical, bm
 
 
@@ -80,9 +92,11 @@ class HierarchyView:
 def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.ndarray,
                 query_tokens_amus: np.ndarray, *, beam: int, k: int, beta: float,
                 trace: BeamTrace | None = None, context: ContextFn | None = None,
-                context_share: float = 0.0) -> list[Scored]:
+                context_share: float = 0.0, node_norm: Normalise = minmax, amu_norm: Normalise = minmax
+                ) -> list[Scored]:
     """Best `k` AMUs of the view for the query (qvec: (d,) float32 unit), best first. The AMUs
-    of the final leaves are scored by `contextual` (`context`, `context_share`)."""
+    of the final leaves are scored by `contextual` (`context`, `context_share`); node and AMU
+    BM25 are normalised by `node_norm` and `amu_norm`."""
     if k <= 0:
         return []
     frontier = [n for n in view.roots() if not (view.is_leaf(n) and view.leaf_filter and not view.leaf_filter(n))]
@@ -98,7 +112,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
             return []
         cos = view.centroids(cand) @ qvec
         bm_raw = view.node_lex.scores_for([view.node_row(c) for c in cand], query_tokens_nodes)
-        score, bm = hybrid(cos, bm_raw, beta)
+        score, bm = hybrid(cos, bm_raw, beta, node_norm)
         order = np.lexsort((np.arange(len(cand)), -score))[:beam]
         if trace is not None:
             trace.levels.append([(str(cand[i]), float(score[i]), float(cos[i]), float(bm[i])) for i in order])
@@ -115,6 +129,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
         return []
     cos = view.amu_vectors(rows) @ qvec
     ids = view.amu_ids(rows)
-    score, bm = contextual(cos, view.amu_lex.scores_for(rows, query_tokens_amus), ids, context, context_share, beta)
+    score, bm = contextual(cos, view.amu_lex.scores_for(rows, query_tokens_amus), ids, context, context_share, beta,
+                           amu_norm)
     order = np.lexsort((np.array(ids), -score))[:k]
     return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order]

@@ -54,12 +54,24 @@ def _clean(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in names if n and n.strip() and n.strip().lower() not in ROLE_LABELS}))
 
 
+# first-person words of a query: an agent's user asking about themself ("recommend a cafe for me")
+FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll)\b", re.IGNORECASE)
+
+
 def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
     """The speakers whose name occurs in the query as a whole word (case as stored, a possessive
-    "'s" allowed; where names overlap, the longest match; role labels such as "user" never count),
-    sorted."""
+    "'s" allowed; where names overlap, the longest match), sorted. Role labels are not names,
+    but a speaker whose label is a role counts when the query says "the <role>" ("what did the
+    user say ...") and, for the role `user`, when the query speaks in the first person (the
+    question comes from the user: "recommend a cafe for me")."""
     names = _clean(speakers)
-    return tuple(sorted(set(_names_pattern(names).findall(query)))) if names else ()
+    found = set(_names_pattern(names).findall(query)) if names else set()
+    for label in {s for s in speakers if s and s.strip().lower() in ROLE_LABELS}:
+        role = label.strip().lower()
+        if re.search(rf"\bthe {re.escape(role)}\b", query, re.IGNORECASE) or (
+                role == "user" and FIRST_PERSON.search(query)):
+            found.add(label)
+    return tuple(sorted(found))
 
 
 def without_names(query: str, names: Sequence[str]) -> str:

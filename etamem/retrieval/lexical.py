@@ -248,6 +248,16 @@ class LexicalIndex:
         idf = [math.log1p((n - d + 0.5) / (d + 0.5)) * counts[t] for t, d in zip(qu, df)]
         return np.array(qu, np.int64), np.array(idf), self._total_len / n
 
+    def ceiling(self, query: str | np.ndarray) -> float:
+        """What a document of average length holding each query token once would score:
+        sum of count x idf / (1 + k1) over the query's tokens in the vocabulary (0.0 when none
+        is). Raw BM25 divided by it (`share_of_ceiling`) says how much of the query a document
+        matches, on one scale for every query."""
+        ids = self.query_ids(query) if isinstance(query, str) else np.asarray(query)
+        if ids.size == 0 or self._n_live == 0:
+            return 0.0
+        return float(self._weights(ids)[1].sum()) / (1.0 + K1)
+
     def _postings(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """Slots (int64) and term frequencies (float64) of token t, dead slots included."""
         pptr, pslot, ptf = self._post
@@ -389,6 +399,13 @@ def _check_arrays(a: dict, n: int, n_words: int) -> None:
           and (len(post_slot) == 0 or (int(post_slot.min()) >= 0 and int(post_slot.max()) < n)))
     if not ok:
         raise ValueError("lexical index arrays are damaged (shapes or ranges)")
+
+
+def share_of_ceiling(scores: np.ndarray, ceiling: float) -> np.ndarray:
+    """Raw BM25 over the query's `LexicalIndex.ceiling`, capped at 1 (ceiling 0 -> zeros): float32.
+    Unlike `minmax`, a weak lexical match stays weak when it is the best one among the candidates."""
+    s = np.asarray(scores, dtype=np.float32)
+    return np.minimum(s / np.float32(ceiling), 1.0) if ceiling > 0 else np.zeros_like(s)
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from ..types import AMU
 from ..views import SpaceViews
 from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, contextual
 from .dialogue import DialogueScoring, is_question, named_speakers
-from .lexical import LexicalIndex, minmax
+from .lexical import LexicalIndex, minmax, share_of_ceiling
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
 from .vector_index import VectorIndex
@@ -413,18 +413,26 @@ class SpaceIndex:
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
-               context_share: float = 0.0, dialogue: DialogueScoring | None = None) -> RetrievalResult:
+               context_share: float = 0.0, dialogue: DialogueScoring | None = None,
+               flat: int = 0, lexical: str = "minmax") -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
         `dialogue`: the replies to the questions a view found join that view's hits, and the
-        merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`)."""
+        merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`).
+        `flat`: the best `flat` units of one exact cosine search over every active unit join
+        the candidates beside the views' beams (recorded as view "flat"), so what the hierarchy
+        pruned can still be ranked. `lexical`: how BM25 is put on [0, 1] — "minmax" over the
+        candidates compared, or "ceiling" (`lexical.share_of_ceiling`: the share of the query's
+        BM25 ceiling in each index, so a weak best match stays weak)."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
         sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
         plan = route(sims, k, mode=routing, temperature=temperature)
         q_nodes = {v: self.hierarchies[v].node_lex.query_ids(query) for v in views}
         q_amus = self.amu_lex.query_ids(query)
+        norms = {v: self._norm(lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
+        amu_norm = self._norm(lexical, self.amu_lex, q_amus)
         forest = self.views.time
         found: dict[str, list[Scored]] = {}
         traces: dict[str, ViewTrace] = {}
@@ -437,15 +445,44 @@ class SpaceIndex:
                     h = HierarchyView(**{**h.__dict__, "leaf_filter": inside.__contains__})
             bt = BeamTrace() if trace else None
             found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=beam, k=plan.budgets.get(v, 0), beta=beta,
-                                   trace=bt, context=context, context_share=context_share) \
+                                   trace=bt, context=context, context_share=context_share, node_norm=norms[v],
+                                   amu_norm=amu_norm) \
                 if plan.budgets.get(v, 0) else []
             if trace:
                 traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
+        if flat > 0:
+            found["flat"] = self.exact_candidates(q_text, flat)
         found = self.with_replies(found, dialogue)
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
-                             context_share, dialogue)
+                             context_share, dialogue, amu_norm)
         return RetrievalResult(ranked, plan, window, traces)
+
+    @staticmethod
+    def _norm(lexical: str, lex: LexicalIndex, q_ids: np.ndarray):
+        """The BM25 normaliser `lexical` names for this index and query."""
+        if lexical == "minmax":
+            return minmax
+        if lexical != "ceiling":
+            raise ValueError(f"lexical: expected 'minmax' or 'ceiling', got {lexical!r}")
+        ceiling = lex.ceiling(q_ids)
+        return lambda raw: share_of_ceiling(raw, ceiling)
+
+    def exact_candidates(self, q_text: np.ndarray, n: int) -> list[Scored]:
+        """The `n` active units nearest the query by exact cosine over their text vectors
+        (q_text: (d_t,) float32 unit), best first, ties by slot; O(units * d) per query."""
+        m = self.rows.n
+        if n <= 0 or not m:
+            return []
+        cos = self.rows["text"][:m] @ q_text
+        cos = np.where(self.rows["alive"][:m], cos, -np.inf)
+        live = int(self.rows["alive"][:m].sum())
+        n = min(n, live)
+        if not n:
+            return []
+        top = np.argpartition(-cos, n - 1)[:n] if n < m else np.arange(m)
+        top = top[np.lexsort((top, -cos[top]))][:n]
+        return [Scored(self.ids[r], float(cos[r]), float(cos[r]), 0.0) for r in top.tolist()]
 
     def with_replies(self, found: dict[str, list[Scored]], dialogue: DialogueScoring | None
                      ) -> dict[str, list[Scored]]:
@@ -468,7 +505,7 @@ class SpaceIndex:
 
     def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
                window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
-               context_share: float = 0.0, dialogue: DialogueScoring | None = None
+               context_share: float = 0.0, dialogue: DialogueScoring | None = None, norm=minmax
                ) -> list[tuple[str, float, tuple[str, ...]]]:
         """Union of the views' hits on one scale: (1 - beta) * text cos + beta * BM25n over the
         union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
@@ -484,7 +521,7 @@ class SpaceIndex:
         keys = list(views_of)
         rows = np.array([self.row_of[a] for a in keys])
         score, _ = contextual(self.rows["text"][rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), keys, context,
-                              context_share, beta)
+                              context_share, beta, norm)
         if window is not None and window.kind not in ("first", "latest"):
             lo, hi = window.start.timestamp(), window.end.timestamp()
             t = self.rows["time"][rows]

@@ -10,6 +10,7 @@ import numpy as np
 from ..types import Hit, SearchResult
 from .dialogue import DialogueScoring, RepliesFn
 from .fallback import TurnIndex, confidence, with_fallback
+from .lexical import share_of_ceiling
 from .retriever import SpaceIndex
 
 
@@ -28,10 +29,27 @@ def turn_context(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
         new = list(dict.fromkeys(t for t in wanted if t not in known))
         if new:
             dense, lexical = turns.context(new, q_text, q_ids, prev=cfg.context_prev, after=cfg.context_next,
-                                           lexical_prev=cfg.context_lexical_prev)
+                                           lexical_prev=cfg.context_lexical_prev, mean=cfg.context_mean)
             known.update(zip(new, zip(dense.tolist(), lexical.tolist())))
         pairs = np.array([known[t] for t in wanted], np.float32).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]
+    if cfg.long_turn_words > 0:
+        words: dict[str, int] = {}
+
+        def shares(amu_ids: list[str], share: float) -> np.ndarray:
+            """A unit's own share shrinks as its source turn outgrows `long_turn_words`."""
+            out = np.empty(len(amu_ids), np.float32)
+            for i, a in enumerate(amu_ids):
+                t = amu_of[a].source_turn_ids[0]
+                if t not in words:
+                    turn = turns.turn(t)
+                    words[t] = 0 if turn is None else len(turn.text.split())
+                out[i] = 1.0 - (1.0 - share) * min(1.0, cfg.long_turn_words / max(words[t], 1))
+            return out
+        context.shares = shares
+    if cfg.bm25_norm == "ceiling":  # a turn and its previous one at full weight reach the ceiling
+        ceiling = turns.lexical_ceiling(q_ids) * (1.0 if cfg.context_mean else 1.0 + cfg.context_lexical_prev)
+        context.norm = lambda raw: share_of_ceiling(raw, ceiling)
     return context
 
 
@@ -76,7 +94,8 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
                           routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
                           views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
                           trace=trace, context=turn_context(index, turns, query, q_text, cfg),
-                          context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg))
+                          context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg),
+                          flat=cfg.flat_candidates, lexical=cfg.bm25_norm)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked[:budget]]
