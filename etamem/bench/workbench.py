@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import resource
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from .ablations import (
 )
 from .composite import split_retrieve
 from .data import BenchConversation, BenchQuestion
+from .items import CUE_SESSION_PREFIX
 from .metrics import rrf
 from .systems import SystemSpec, Unit
 
@@ -78,6 +80,7 @@ class Workbench:
         self._extraction_caches: list[CachingExtractor] = []
         self._embed_store = None
         self._flat: dict[tuple[str, str], Any] = {}
+        self._cue: tuple[str, str] | None = None  # (space, qid) whose cue turns are in the memory now
 
     # --- models ------------------------------------------------------------------------
     @property
@@ -154,6 +157,8 @@ class Workbench:
         if construction not in self._mems and not path.exists():
             return False
         mem = self.memory(construction)
+        if conv.space in mem.spaces():
+            self._drop_cues(mem, conv.space)  # left by an interrupted run
         return (conv.space in mem.spaces() and mem.store.count_turns(conv.space) == len(conv.turns)
                 and not mem.store.open_sessions(conv.space) and not mem.store.count_pending(conv.space))
 
@@ -187,13 +192,67 @@ class Workbench:
             raise LLMUnavailable(f"{construction} store, space {conv.space}: {pending} turns not extracted, the LLM "
                                  "gave no reply (see the log); run again to resume")
 
-    # --- rankings ------------------------------------------------------------------------
-    def turns(self, conv: BenchConversation) -> list:
-        """The conversation's turns as `Turn`s (normalised as `Memory.add` does; cached)."""
-        return self._turns(conv)[0]
+    # --- per-question cues (LoCoMo-Plus) ------------------------------------------------------
+    @contextmanager
+    def cue(self, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion) -> Iterator[None]:
+        """The question's `cue_turns` in what the system ranks while the block runs: added (one
+        closed session) to every store the system reads and deleted after (`Memory.delete` of
+        each turn: the turn and its units go), so the store holds the plain conversation again;
+        flat turn rankings index the conversation's turns plus the cue's. Nothing to do for a
+        question without cue turns."""
+        if not q.cue_turns:
+            yield
+            return
+        if self._cue is not None:
+            raise ValueError(f"cue of {self._cue[1]} still in the memory: one question's cue at a time")
+        bad = [t["turn_id"] for t in q.cue_turns if not str(t.get("session_id", "")).startswith(CUE_SESSION_PREFIX)]
+        if bad:
+            raise ValueError(f"{q.qid}: cue turns must be in a {CUE_SESSION_PREFIX}* session ({', '.join(bad)})")
+        mems = [self.memory(c) for c in spec.constructions]
+        self._cue = (conv.space, q.qid)
+        try:
+            for mem in mems:
+                mem.add(q.cue_turns, space=conv.space)
+                mem.end_session(conv.space)
+            if spec.kind in ("bm25_turns", "dense_turns", "hybrid_turns"):  # indexed here, not in the timed rank
+                self._turns(conv, q)
+            elif spec.kind == "flat_amus":
+                self._amus(conv, q)
+            yield
+        finally:
+            self._cue = None
+            for key in [k for k in self._flat if k[0].startswith("cue-")]:
+                del self._flat[key]
+            for mem in mems:
+                self._drop_cues(mem, conv.space)
 
-    def _turns(self, conv: BenchConversation):
-        key = ("turns", conv.space)
+    @staticmethod
+    def _drop_cues(mem, space: str) -> int:
+        """Delete every turn of a cue session (and its units) from the space; returns how many."""
+        cue_ids = [t.turn_id for t in mem.turns(space) if t.session_id.startswith(CUE_SESSION_PREFIX)]
+        for tid in cue_ids:
+            mem.delete(space, turn_id=tid)
+        if cue_ids:
+            log.debug("%s: %d cue turns deleted", space, len(cue_ids))
+        return len(cue_ids)
+
+    def _with_cue(self, conv: BenchConversation, q: BenchQuestion | None) -> bool:
+        """Whether a ranking for `q` must see its cue (it must then run inside `cue`)."""
+        if q is None or not q.cue_turns:
+            return False
+        if self._cue != (conv.space, q.qid):
+            raise ValueError(f"{q.qid} has cue turns: rank it inside Workbench.cue(...)")
+        return True
+
+    # --- rankings ------------------------------------------------------------------------
+    def turns(self, conv: BenchConversation, q: BenchQuestion | None = None) -> list:
+        """The conversation's turns as `Turn`s (normalised as `Memory.add` does; cached), with
+        `q`'s cue turns last when it has some (inside `cue`)."""
+        return self._turns(conv, q)[0]
+
+    def _turns(self, conv: BenchConversation, q: BenchQuestion | None = None):
+        cue = self._with_cue(conv, q)
+        key = ("cue-turns" if cue else "turns", conv.space)
         if key not in self._flat:
             from ..inputs import normalise_turns
             from ..retrieval import LexicalIndex, turn_text
@@ -201,15 +260,16 @@ class Workbench:
             from ..timeparse import format_date
 
             self._drop_other_spaces(conv.space)
-            turns = normalise_turns(conv.turns, conv.space, default_tz=self.config.default_timezone)
+            raw = conv.turns + q.cue_turns if cue else conv.turns
+            turns = normalise_turns(raw, conv.space, default_tz=self.config.default_timezone)
             texts = [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns]
             vecs = self.text_encoder.encode([turn_text(t) for t in turns])
             stem = self.config.bm25_stemmer
             self._flat[key] = (turns, LexicalIndex(texts, stemmer=stem), FlatHybridIndex(vecs, texts, stemmer=stem))
         return self._flat[key]
 
-    def _amus(self, conv: BenchConversation):
-        key = ("amus", conv.space)
+    def _amus(self, conv: BenchConversation, q: BenchQuestion | None = None):
+        key = ("cue-amus" if self._with_cue(conv, q) else "amus", conv.space)  # inside `cue`: the store has it
         if key not in self._flat:
             from ..retrieval import amu_search_text
             from ..retrieval.flat import FlatHybridIndex
@@ -233,7 +293,7 @@ class Workbench:
 
         pool, question = self.pool, q.question
         if spec.kind in ("bm25_turns", "dense_turns", "hybrid_turns"):
-            turns, lex, dense = self._turns(conv)
+            turns, lex, dense = self._turns(conv, q)
             if spec.kind == "bm25_turns":
                 s = lex.scores_all(question)
                 order = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:pool]]
@@ -250,12 +310,13 @@ class Workbench:
             return Ranking([Unit((turns[i].turn_id,), turn_text(turns[i]), turns[i].timestamp, ("turn",))
                             for i in order])
         if spec.kind == "flat_amus":
-            amus, index = self._amus(conv)
+            amus, index = self._amus(conv, q)
             qv = self.text_encoder.encode([question])[0]
             found = index.search(qv, question, pool, beta=self.config.bm25_weight)
             return Ranking([Unit(amus[r.index].source_turn_ids, amus[r.index].text, amus[r.index].timestamp,
                                  ("flat",)) for r in found])
         if spec.kind in ("etamem", "fta"):
+            self._with_cue(conv, q)  # the store must hold the cue
             mem = self.memory(spec.construction or "amu")
             base = mem.config
             cfg = base.replace(**dict(spec.overrides)) if spec.overrides else base
