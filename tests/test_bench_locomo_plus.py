@@ -3,6 +3,7 @@ fixture: the stitching (times, speakers, ids, the "several months" quirk, bad it
 end to end with the hashing encoder: the cue is ranked for its trigger only and the stores hold
 the plain conversations again afterwards."""
 import argparse
+import dataclasses
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from etamem.bench import BenchOptions, run
 from etamem.bench.cli import add_arguments, options_from_args
 from etamem.bench.data import load
 from etamem.bench.locomo_plus import gap_days
+from etamem.bench.systems import BY_KEY
 from etamem.bench.workbench import Workbench
 from etamem.config import Config
 from etamem.encoders import CachedEncoder
@@ -145,27 +147,55 @@ def test_bench_end_to_end_cue_in_for_its_trigger_only(tmp_path, monkeypatch):
     assert len((out / "results.jsonl").read_text().splitlines()) == len(records)
 
 
-def test_leftover_cue_is_dropped_on_open_and_ranking_needs_the_cue(tmp_path):
+def _workbench(root):
+    enc = CachedEncoder(HashingEncoder())
+    return Workbench(Config(), root, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
+
+
+def test_cue_round_trip_leaves_the_store_exactly_as_built(tmp_path):
+    """Not only the same turns and units: the same views (nodes, thresholds, maintenance) and
+    the same rankings for questions without a cue."""
     plus, locomo = write_fixture(tmp_path / "data")
     conv = load("locomo-plus", str(plus), locomo=str(locomo))[0]
-    q = conv.questions[0]
-    enc = CachedEncoder(HashingEncoder())
-    wb = Workbench(Config(), tmp_path / "stores", text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
+    plain = dataclasses.replace(conv.questions[0], qid="plain", question="Who took a pottery class?", cue_turns=[])
+    spec = BY_KEY["etamem"]
+    wb = _workbench(tmp_path / "stores")
     try:
         wb.build("amu", conv)
-        wb.memory("amu").add(q.cue_turns, space=conv.space)  # as an interrupted run leaves it
-        assert wb.is_built("amu", conv)
-        assert "plus-0:1" not in [t.turn_id for t in wb.memory("amu").turns(conv.space)]
-        from etamem.bench.systems import BY_KEY
 
-        with pytest.raises(ValueError, match="inside Workbench.cue"):
-            wb.rank(BY_KEY["etamem"], conv, q)
-        with wb.cue(BY_KEY["etamem"], conv, q):
-            ranked = [t for u in wb.rank(BY_KEY["etamem"], conv, q).units for t in u.sources]
-            assert "plus-0:1" in ranked
-        assert wb.memory("amu").store.count_turns(conv.space) == len(conv.turns)
+        def state():
+            mem = wb.memory("amu")
+            return (mem.stats(conv.space)["views"], [a.amu_id for a in mem.list(conv.space)],
+                    [(u.sources, u.text) for u in wb.rank(spec, conv, plain).units])
+        before = state()
+        for q in conv.questions:
+            with wb.cue(spec, conv, q):
+                assert q.gold_turns[0] in [t for u in wb.rank(spec, conv, q).units for t in u.sources]
+                assert wb.memory("amu").store.count_turns(conv.space) == len(conv.turns) + 2
+        assert state() == before and wb.is_built("amu", conv)
     finally:
         wb.close()
+
+
+def test_cue_left_by_a_stopped_run_is_gone_on_open_and_ranking_needs_the_cue(tmp_path):
+    plus, locomo = write_fixture(tmp_path / "data")
+    conv = load("locomo-plus", str(plus), locomo=str(locomo))[0]
+    q, spec = conv.questions[0], BY_KEY["etamem"]
+    wb = _workbench(tmp_path / "stores")
+    wb.build("amu", conv)
+    with pytest.raises(ValueError, match="inside Workbench.cue"):
+        wb.rank(spec, conv, q)
+    stopped = wb.cue(spec, conv, q)
+    stopped.__enter__()  # the process stops inside the block: never left
+    assert "plus-0:1" in [t.turn_id for t in wb.memory("amu").turns(conv.space)]
+    wb.close()
+    wb = _workbench(tmp_path / "stores")
+    try:
+        assert wb.is_built("amu", conv)
+        assert [t.turn_id for t in wb.memory("amu").turns(conv.space)] == [t["turn_id"] for t in conv.turns]
+    finally:
+        wb.close()
+    assert stopped  # held to the end: its clean-up must not run before the reopen
 
 
 def test_cli_accepts_locomo_plus(tmp_path):

@@ -32,7 +32,7 @@ are and answers keep their text. Recorded in the run's settings: a named and a r
 separate --out directories (or --fresh).
 
 locomo-plus FILE --locomo LOCOMO_FILE: each item's cue (two turns) is added to its LoCoMo
-conversation's memory for its trigger only and deleted after; retrieval only (recall_any@k /
+conversation's memory for its trigger only (the store's files put back after); retrieval only (recall_any@k /
 recall_first@k of the cue turns, by relation type). The conversations are LoCoMo's spaces:
 --stores can point at a LoCoMo run's stores to reuse them."""
 
