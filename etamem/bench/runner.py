@@ -260,9 +260,10 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     if opts.dataset in RETRIEVAL_ONLY:
         notes.append("LoCoMo-Plus: retrieval only (the items carry no reference answer). Each trigger is asked of "
                      "its LoCoMo conversation with the item's cue added to the memory for that question only "
-                     "(session `plus-<i>`; the store's files put back as they were after); recall_any@k: a cue turn among the first k distinct "
-                     "turns, recall_first@k: the cue's first turn. A time gap without a number (\"several months "
-                     "later\") counts as 0 days, as in the benchmark's build_conv.py.")
+                     "(session `plus-<i>`; the store's files put back as they were after); recall_any@k: a cue "
+                     "turn among the first k distinct turns, recall_first@k: the cue's first turn. A time gap "
+                     "without a number (\"several months later\") counts as 0 days, as in the benchmark's "
+                     "build_conv.py.")
         specs = [s for s in specs if s.kind != "full_context"]
     elif llm is None:
         notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
