@@ -31,16 +31,25 @@ A rerun with the same --out skips finished items; the LLM cache makes repeated c
 turns, photo captions and questions become "the user" / "the assistant" (whole words,
 possessives included, "The user" where a sentence starts); nicknames ("Mel") are left as they
 are and answers keep their text. Recorded in the run's settings: a named and a roles run need
-separate --out directories (or --fresh)."""
+separate --out directories (or --fresh).
+
+locomo-plus FILE --locomo LOCOMO_FILE: each item's cue (two turns) is added to its LoCoMo
+conversation's memory for its trigger only (the store's files put back after); retrieval only (recall_any@k /
+recall_first@k of the cue turns, by relation type). The conversations are LoCoMo's spaces:
+--stores can point at a LoCoMo run's stores to reuse them."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", choices=["locomo", "longmemeval", "prefeval"])
-    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json; prefeval: the "
-                   "directory with explicit_preference/ and filtered_inter_turns.json)")
+    p.add_argument("dataset", choices=["locomo", "locomo-plus", "longmemeval", "prefeval"])
+    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json, locomo_plus.json; "
+                   "prefeval: the directory with explicit_preference/ and filtered_inter_turns.json)")
+    p.add_argument("--locomo", default=None, metavar="LOCOMO_FILE",
+                   help="locomo-plus: the LoCoMo file its items are stitched into (required; item "
+                   "`locomo_conversation` indexes its samples)")
     p.add_argument("--out", default=None, help="results directory (default bench-results/<dataset>-<file stem>)")
     p.add_argument("--systems", nargs="+", default=None, metavar="NAME", help="system keys or groups (default: all)")
-    p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo / PrefEval recall@K values (default 10 20 25; PrefEval 1 5 10)")
+    p.add_argument("--ks", type=int, nargs="+", default=None, help="LoCoMo / PrefEval / LoCoMo-Plus recall@K values (default 10 20 25; PrefEval 1 5 10; "
+                   "LoCoMo-Plus 5 10 20)")
     p.add_argument("--pool", type=int, default=None,
                    help="pool mode: units per system before cutting at K (default 80 / 100)")
     p.add_argument("--budget", type=int, default=None, metavar="K",
@@ -81,7 +90,7 @@ def options_from_args(args):
                         no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
-                        roles=args.roles)
+                        roles=args.roles, locomo=args.locomo)
 
 
 def cmd_bench(args) -> int:

@@ -9,7 +9,7 @@ from .metrics import normalise_evidence
 __all__ = ["DATASETS", "LOCOMO_CATEGORIES", "LONGMEMEVAL_TYPES", "BenchConversation", "BenchQuestion", "load",
            "load_locomo", "load_longmemeval", "select"]
 
-DATASETS = ("locomo", "longmemeval", "prefeval")
+DATASETS = ("locomo", "locomo-plus", "longmemeval", "prefeval")
 LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
                      "temporal-reasoning", "knowledge-update", "multi-session")
@@ -58,9 +58,14 @@ def _longmemeval_question(conv) -> BenchConversation:
     return BenchConversation(conv.space, conv.turns, [bq], user_turns)
 
 
-def load(dataset: str, path: str) -> list[BenchConversation]:
+def load(dataset: str, path: str, *, locomo: str | None = None) -> list[BenchConversation]:
+    """The dataset's items; `locomo`: the LoCoMo file LoCoMo-Plus items are stitched into."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
+    if dataset == "locomo-plus":  # etamem/bench/locomo_plus.py
+        from .locomo_plus import load_locomo_plus
+
+        return load_locomo_plus(path, locomo)
     if dataset == "prefeval":  # a directory (etamem/bench/prefeval.py)
         from .prefeval import load_prefeval
 

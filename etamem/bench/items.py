@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+CUE_SESSION_PREFIX = "plus-"  # sessions of cues added for one question only (LoCoMo-Plus), never kept in a store
+
 
 @dataclass
 class BenchQuestion:
@@ -24,6 +26,9 @@ class BenchQuestion:
     gold_sessions: list[str] = field(default_factory=list)
     abstention: bool = False
     skipped_evidence: int = 0
+    # LoCoMo-Plus: turn dicts (for `Memory.add`, one session `plus-<i>`) that are part of the
+    # memory for this question only: added before it is asked, removed after (bench/workbench.py `cue`)
+    cue_turns: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -12,6 +12,9 @@ VIEW_COLOURS = {"event": "tab:blue", "affect": "tab:red", "time": "tab:green"}
 
 
 def _main_metric(summary: dict) -> tuple[str, str]:
+    if summary["dataset"] == "locomo-plus":  # a cue turn among the first k
+        k = main_k(summary)
+        return f"recall_any@{k}", f"cue recall_any@{k}"
     if summary["dataset"] != "longmemeval":  # LoCoMo, PrefEval: evidence recall
         k = main_k(summary)
         return f"recall@{k}", f"evidence recall@{k}"
@@ -47,7 +50,9 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     paths.append(save_png(fig, out / "categories.png", dpi=110))
 
     # 2. recall against K
-    if summary["dataset"] != "longmemeval":
+    if summary["dataset"] == "locomo-plus":
+        series = [(f"recall_{x}@{{k}}", summary["settings"]["ks"], f"cue recall_{x}@K (all)") for x in ("any", "first")]
+    elif summary["dataset"] != "longmemeval":
         series = [("recall@{k}", summary["settings"]["ks"], "evidence recall@K (all)")]
     else:
         series = [("session_recall_all@{k}", [5, 10], "session recall_all@K"),

@@ -7,6 +7,7 @@ from .metrics import bootstrap_interval, mean
 from .systems import SystemSpec
 
 VIEWS = ("event", "affect", "time")
+RELATION_TYPES = ("causal", "state", "goal", "value")  # LoCoMo-Plus categories
 BUCKETS = ("0", "(0,1)", "1")  # evidence recall of the answer context
 LME_COLUMNS = ("session_recall_any@5", "session_recall_all@5", "session_recall_all@10", "session_ndcg_any@10",
                "turn_recall_any@10", "turn_recall_all@10", "turn_recall_all@50", "turn_ndcg_any@10")
@@ -14,7 +15,8 @@ LME_COLUMNS = ("session_recall_any@5", "session_recall_all@5", "session_recall_a
 
 def categories(dataset: str, convs: list[BenchConversation]) -> list[str]:
     seen = {q.category for c in convs for q in c.questions}
-    order = [str(c) for c in LOCOMO_CATEGORIES] if dataset == "locomo" else list(LONGMEMEVAL_TYPES)
+    order = {"locomo": [str(c) for c in LOCOMO_CATEGORIES], "locomo-plus": list(RELATION_TYPES)}.get(
+        dataset, list(LONGMEMEVAL_TYPES))
     return [c for c in order if c in seen] + sorted(seen - set(order))
 
 
@@ -180,6 +182,20 @@ def retrieval_table(summary: dict) -> list[str]:
             lines += _table(["topic"] + [s["label"] for s in systems.values()],
                             [[c] + [_fi(s["retrieval"], f"recall@{x}", c) for s in systems.values()] for c in cats])
         return lines
+    if summary["dataset"] == "locomo-plus":  # any cue turn / the first cue turn, then one table per k by type
+        ks = summary["settings"]["ks"]
+        lines = _table(["system"] + [f"R_any@{x} all" for x in ks] + [f"R_first@{x} all" for x in ks]
+                       + ["ctx tokens", "ms/q"],
+                       [[s["label"]] + [_fi(s["retrieval"], f"recall_any@{x}", "all") for x in ks]
+                        + [_fi(s["retrieval"], f"recall_first@{x}", "all") for x in ks]
+                        + [_f(s["retrieval"]["context_tokens"], 0), _f(s["retrieval"]["ms_per_query"], 1)]
+                        for s in systems.values()])
+        for x in ks:
+            lines += ["", f"recall_any@{x} of the cue per relation type:", ""]
+            lines += _table(["relation"] + [s["label"] for s in systems.values()],
+                            [[c] + [_fi(s["retrieval"], f"recall_any@{x}", c) for s in systems.values()]
+                             for c in cats])
+        return lines
     if summary["dataset"] == "locomo":
         ks, k = summary["settings"]["ks"], main_k(summary)
         head = (["system"] + [f"R@{x} all" for x in ks if x < k] + [f"R@{k} cat {c}" for c in cats]
@@ -295,6 +311,9 @@ def _data_line(summary: dict) -> str:
         return (f"{d['questions']} questions in {d['conversations']} trial(s), one memory each (the chats and one "
                 f"preference per topic; {len(summary['categories'])} topics); the evidence of a question is its "
                 "topic's preference turn")
+    if summary["dataset"] == "locomo-plus":
+        return (f"{d['questions']} cue/trigger items in {d['conversations']} LoCoMo conversation(s) (one memory "
+                "each; an item's cue is added for its trigger only); the evidence of a trigger is its cue's turns")
     return (f"{d['questions']} questions in {d['conversations']} conversation(s)"
             + (f" (category 5 excluded; {d['questions_without_evidence']} without resolvable evidence skipped for "
                f"retrieval; {d['skipped_evidence_ids']} evidence ids did not resolve)" if summary["dataset"] == "locomo"

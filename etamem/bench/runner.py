@@ -38,9 +38,12 @@ log = logging.getLogger(__name__)
 
 LOCOMO_KS = (10, 20, 25)
 PREFEVAL_KS = (1, 5, 10)
+LOCOMO_PLUS_KS = (5, 10, 20)
+DEFAULT_KS = {"locomo": LOCOMO_KS, "locomo-plus": LOCOMO_PLUS_KS, "prefeval": PREFEVAL_KS}
+RETRIEVAL_ONLY = ("locomo-plus",)  # items without a reference answer: no QA
 LME_SESSION_KS = (5, 10)
 LME_TURN_KS = (5, 10, 50)
-DEFAULT_POOL = {"locomo": 80, "longmemeval": 100, "prefeval": 80}
+DEFAULT_POOL = {"locomo": 80, "locomo-plus": 80, "longmemeval": 100, "prefeval": 80}
 
 
 @dataclass
@@ -71,6 +74,7 @@ class BenchOptions:
     plots: bool = True
     fresh: bool = False  # discard earlier results in <out> made with other settings
     roles: bool = False  # LoCoMo: speakers as user / assistant, their names replaced (bench/roles.py)
+    locomo: str | None = None  # LoCoMo-Plus: the LoCoMo file its cues are stitched into
 
 
 class ResultLog:
@@ -125,15 +129,18 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     cfg = {k: v for k, v in config.to_dict().items() if k not in ("llm_api_key", "llm_cache_path")}
     cfg["m_max_bounds"] = list(cfg["m_max_bounds"])
     model = None if opts.no_llm else config.resolved_llm_model()
-    return {"dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
+    extra = {"locomo": str(Path(opts.locomo).resolve()) if opts.locomo else None} if opts.dataset == "locomo-plus" else {}
+    return {**extra, "dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
             "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
             "qa_turns": qa_turns, "roles": opts.roles, "config": cfg, "llm_model": model,
             "judge_model": None if model is None else (opts.judge_model or model)}
 
 
 def _load(opts: BenchOptions) -> list[BenchConversation]:
+    if opts.locomo and opts.dataset != "locomo-plus":
+        raise ValueError(f"--locomo applies to locomo-plus only, not {opts.dataset}")
     if not opts.roles:
-        return load(opts.dataset, opts.file)
+        return load(opts.dataset, opts.file, locomo=opts.locomo)
     if opts.dataset != "locomo":
         raise ValueError(f"--roles applies to locomo only (the speakers of {opts.dataset} are already roles)")
     from .roles import load_locomo_roles
@@ -161,6 +168,10 @@ def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
 def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, units, ks, qa_turns: int,
                       session_of: dict[str, str]) -> dict[str, float]:
     """Metric name -> value for one ranking (see metrics.py for the definitions)."""
+    if dataset == "locomo-plus":  # any cue turn, and the cue's first turn, among the first k
+        ranked = distinct(t for u in units for t in u.sources)
+        return {**{f"recall_any@{k}": recall_any(ranked, q.gold_turns, k) for k in ks},
+                **{f"recall_first@{k}": recall_any(ranked, q.gold_turns[:1], k) for k in ks}}
     if dataset != "longmemeval":  # LoCoMo, PrefEval: evidence turns
         ranked = distinct(t for u in units for t in u.sources)
         return {f"recall@{k}": evidence_recall(ranked, q.gold_turns, k) for k in ks}
@@ -219,7 +230,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     t_start = time.perf_counter()
     config = _config(opts)
     specs = resolve_systems(opts.systems)
-    ks = sorted(set(opts.ks or (PREFEVAL_KS if opts.dataset == "prefeval" else LOCOMO_KS)))
+    ks = sorted(set(opts.ks or DEFAULT_KS.get(opts.dataset, LOCOMO_KS)))
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
         config = config.replace(route_budget=opts.budget)
@@ -246,7 +257,15 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     if opts.roles:
         notes.append("Speakers as roles: speaker_a is `user`, speaker_b `assistant`, their first names replaced "
                      "in turns, captions and questions (nicknames kept).")
-    if llm is None:
+    if opts.dataset in RETRIEVAL_ONLY:
+        notes.append("LoCoMo-Plus: retrieval only (the items carry no reference answer). Each trigger is asked of "
+                     "its LoCoMo conversation with the item's cue added to the memory for that question only "
+                     "(session `plus-<i>`; the store's files put back as they were after); recall_any@k: a cue "
+                     "turn among the first k distinct turns, recall_first@k: the cue's first turn. A time gap "
+                     "without a number (\"several months later\") counts as 0 days, as in the benchmark's "
+                     "build_conv.py.")
+        specs = [s for s in specs if s.kind != "full_context"]
+    elif llm is None:
         notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
                      "full context skipped. Set --model / ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY.")
         skipped = [s for s in specs if s.needs_llm]
@@ -309,7 +328,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
         for q in conv.questions:
             need_r = (spec.kind != "full_context" and eligible_for_retrieval(dataset, q)
                       and not results.has("retrieval", spec.key, q.qid))
-            need_qa = llm is not None and not results.has("qa", spec.key, q.qid)
+            need_qa = llm is not None and dataset not in RETRIEVAL_ONLY and not results.has("qa", spec.key, q.qid)
             if need_r or need_qa:
                 todo.append((q, need_r, need_qa))
         if not todo:
@@ -326,40 +345,41 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
             encoded = True
         turn_map = {t.turn_id: t for t in turns}
         for q, need_r, need_qa in todo:
-            ranking = None
-            if spec.kind != "full_context":
-                t0 = time.perf_counter()
-                ranking = wb.rank(spec, conv, q)
-                ms = 1000 * (time.perf_counter() - t0)
-            routing = {} if ranking is None or ranking.routing is None else {"routing": ranking.routing}
-            if need_r:
-                _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)
-                results.add({"type": "retrieval", "system": spec.key, "qid": q.qid, "space": conv.space,
-                             "category": q.category, "ms": ms, "context_tokens": ctx,
-                             "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
-                             "peak_rss_mb": peak_rss_mb(), **routing})
-            if need_qa:
-                units, retry = None, None
-                if ranking is None:
-                    prompt = answer_prompt(dataset, q, conversation=turns, tz=config.default_timezone)
-                else:
-                    units = units_for_context(ranking.units, qa_turns)
-                    chosen = set(units)
-                    hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
-                    if spec.kind == "fta":  # the method's own packet and prompt
-                        from ..fta.packet import answer_prompt as fta_prompt
-
-                        prompt = fta_prompt(q.question, wb.fta_packet(spec, conv.space, hits),
-                                            question_date=_question_date(q, config.default_timezone), style=dataset)
+            with wb.cue(spec, conv, q):  # LoCoMo-Plus: the question's cue is in the memory for it only
+                ranking = None
+                if spec.kind != "full_context":
+                    t0 = time.perf_counter()
+                    ranking = wb.rank(spec, conv, q)
+                    ms = 1000 * (time.perf_counter() - t0)
+                routing = {} if ranking is None or ranking.routing is None else {"routing": ranking.routing}
+                if need_r:
+                    _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)
+                    results.add({"type": "retrieval", "system": spec.key, "qid": q.qid, "space": conv.space,
+                                 "category": q.category, "ms": ms, "context_tokens": ctx,
+                                 "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
+                                 "peak_rss_mb": peak_rss_mb(), **routing})
+                if need_qa:
+                    units, retry = None, None
+                    if ranking is None:
+                        prompt = answer_prompt(dataset, q, conversation=turns, tz=config.default_timezone)
                     else:
-                        prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
-                                               time_summaries=wb.time_summaries(spec, conv.space, hits))
-                    if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
-                        retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
-                rec = answer_and_judge(prompt, q, llm, judge, retry)
-                results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
-                             "category": q.category, "abstention": q.abstention,
-                             "evidence_recall": context_recall(conv, q, units, qa_turns, session_of), **rec, **routing})
+                        units = units_for_context(ranking.units, qa_turns)
+                        chosen = set(units)
+                        hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
+                        if spec.kind == "fta":  # the method's own packet and prompt
+                            from ..fta.packet import answer_prompt as fta_prompt
+
+                            prompt = fta_prompt(q.question, wb.fta_packet(spec, conv.space, hits),
+                                                question_date=_question_date(q, config.default_timezone), style=dataset)
+                        else:
+                            prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
+                                                   time_summaries=wb.time_summaries(spec, conv.space, hits))
+                        if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
+                            retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
+                    rec = answer_and_judge(prompt, q, llm, judge, retry)
+                    results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
+                                 "category": q.category, "abstention": q.abstention,
+                                 "evidence_recall": context_recall(conv, q, units, qa_turns, session_of), **rec, **routing})
 
 
 def _question_date(q: BenchQuestion, tz: str):

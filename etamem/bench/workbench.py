@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import resource
+import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -25,10 +27,12 @@ from .ablations import (
 )
 from .composite import split_retrieve
 from .data import BenchConversation, BenchQuestion
+from .items import CUE_SESSION_PREFIX
 from .metrics import rrf
 from .systems import SystemSpec, Unit
 
 log = logging.getLogger(__name__)
+PRISTINE_SUFFIX = ".before-cue"  # a store's files while a question's cue is in it
 
 
 def peak_rss_mb() -> float:
@@ -48,6 +52,24 @@ def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> di
             out[stage] = {"calls": d.calls, "cached_calls": d.cached_calls, "prompt_tokens": d.prompt_tokens,
                           "completion_tokens": d.completion_tokens}
     return out
+
+
+class _KeepOpen:
+    """The run's LLM client as a Memory's: closing the Memory (a store closed and reopened around
+    a cue) leaves the client open; the runner closes it at the end."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    @classmethod
+    def of(cls, llm):
+        return None if llm is None else cls(llm)
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -75,9 +97,11 @@ class Workbench:
         self._text_encoder = None
         self._affect_tagger = affect_tagger
         self._mems: dict[str, Any] = {}
-        self._extraction_caches: list[CachingExtractor] = []
+        self._extraction_caches: dict[str, CachingExtractor] = {}  # one per construction, kept across reopens
         self._embed_store = None
         self._flat: dict[tuple[str, str], Any] = {}
+        self._cue: tuple[str, str] | None = None  # (space, qid) whose cue turns are in the memory now
+        self._recovered: set[str] = set()  # constructions checked for a copy left by a stopped run
 
     # --- models ------------------------------------------------------------------------
     @property
@@ -104,6 +128,8 @@ class Workbench:
     def _extractor(self, construction: str):
         if construction == "turn":
             return TurnExtractor()
+        if construction in self._extraction_caches:
+            return self._extraction_caches[construction]
         from ..extraction import LLMExtractor, RuleExtractor
 
         cfg = self.config
@@ -114,7 +140,7 @@ class Workbench:
         inner = LLMExtractor(self.llm, style=cfg.extraction_style, fallback=rule) if use_llm else rule
         name = (f"llm:{self.llm.model}:{cfg.extraction_style}" if use_llm else f"rule:{cfg.min_amu_words}")
         cache = CachingExtractor(inner, str(self.root / "extractions.sqlite"), name)
-        self._extraction_caches.append(cache)
+        self._extraction_caches[construction] = cache
         return cache
 
     def memory(self, construction: str):
@@ -125,6 +151,7 @@ class Workbench:
         if construction not in self._mems:
             from ..memory import Memory
 
+            self._recover(construction)
             encoder, tagger, config = self.text_encoder, self.affect_tagger, self.config
             if construction in FTA_SEGMENTATION:
                 config = config.replace(method="fta", units="auto", fta_segmentation=FTA_SEGMENTATION[construction])
@@ -136,7 +163,7 @@ class Workbench:
                 tagger = UnifiedTagger(tagger, "event" if construction == "unified_semantic" else "affect")
             extractor = None if construction in FTA_SEGMENTATION else self._extractor(construction)  # FTA: its own
             self._mems[construction] = Memory(self.root / construction, config, text_encoder=encoder,
-                                              affect_tagger=tagger, llm=self.llm, extractor=extractor)
+                                              affect_tagger=tagger, llm=_KeepOpen.of(self.llm), extractor=extractor)
         return self._mems[construction]
 
     def query_texts(self, conv: BenchConversation) -> list[str]:
@@ -151,8 +178,10 @@ class Workbench:
 
     def is_built(self, construction: str, conv: BenchConversation) -> bool:
         path = self.root / construction / "memory.sqlite"
-        if construction not in self._mems and not path.exists():
-            return False
+        if construction not in self._mems:
+            self._recover(construction)
+            if not path.exists():
+                return False
         mem = self.memory(construction)
         return (conv.space in mem.spaces() and mem.store.count_turns(conv.space) == len(conv.turns)
                 and not mem.store.open_sessions(conv.space) and not mem.store.count_pending(conv.space))
@@ -187,13 +216,105 @@ class Workbench:
             raise LLMUnavailable(f"{construction} store, space {conv.space}: {pending} turns not extracted, the LLM "
                                  "gave no reply (see the log); run again to resume")
 
-    # --- rankings ------------------------------------------------------------------------
-    def turns(self, conv: BenchConversation) -> list:
-        """The conversation's turns as `Turn`s (normalised as `Memory.add` does; cached)."""
-        return self._turns(conv)[0]
+    # --- per-question cues (LoCoMo-Plus) ------------------------------------------------------
+    @contextmanager
+    def cue(self, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion) -> Iterator[None]:
+        """The question's `cue_turns` in what the system ranks while the block runs: added (one
+        closed session) to every store the system reads, flat turn rankings over the
+        conversation's turns plus the cue's. Nothing to do for a question without cue turns.
 
-    def _turns(self, conv: BenchConversation):
-        key = ("turns", conv.space)
+        Afterwards each store is the plain conversation again, exactly: its files are copied
+        before the cue goes in and put back after (`Memory.delete` of the cue's turns removes
+        them and their units, but not what their insertion changed in the views: node splits,
+        calibrated thresholds, session-end maintenance; rankings of other questions would then
+        depend on the cues asked before). A run stopped inside the block leaves the copy, put
+        back when the store is next opened. The stores are closed and reopened: a Memory got from
+        `memory()` before the block is closed after it (ask `memory()` again)."""
+        if not q.cue_turns:
+            yield
+            return
+        if self._cue is not None:
+            raise ValueError(f"cue of {self._cue[1]} still in the memory: one question's cue at a time")
+        bad = [t["turn_id"] for t in q.cue_turns if not str(t.get("session_id", "")).startswith(CUE_SESSION_PREFIX)]
+        if bad:
+            raise ValueError(f"{q.qid}: cue turns must be in a {CUE_SESSION_PREFIX}* session ({', '.join(bad)})")
+        saved = []
+        self._cue = (conv.space, q.qid)
+        try:
+            for construction in spec.constructions:
+                self._recover(construction)
+                self._close(construction)
+                self._save(construction)
+                saved.append(construction)
+                mem = self.memory(construction)
+                mem.add(q.cue_turns, space=conv.space)
+                mem.end_session(conv.space)
+            if spec.kind in ("bm25_turns", "dense_turns", "hybrid_turns"):  # indexed here, not in the timed rank
+                self._turns(conv, q)
+            elif spec.kind == "flat_amus":
+                self._amus(conv, q)
+            yield
+        finally:
+            self._cue = None
+            for key in [k for k in self._flat if k[0].startswith("cue-")]:
+                del self._flat[key]
+            for construction in saved:
+                self._close(construction)
+                self._restore(construction)
+
+    def _close(self, construction: str) -> None:
+        mem = self._mems.pop(construction, None)
+        if mem is not None:
+            mem.close()
+
+    def _saved(self, construction: str) -> tuple[Path, Path, Path]:
+        """(store directory, its copy from before a cue, the copy being written)."""
+        saved = self.root / f"{construction}{PRISTINE_SUFFIX}"
+        return self.root / construction, saved, saved.with_name(saved.name + ".partial")
+
+    def _save(self, construction: str) -> None:
+        """Copy the (closed) store's files aside; the copy appears whole or not at all."""
+        store, saved, partial = self._saved(construction)
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(store, partial)
+        partial.rename(saved)
+
+    def _recover(self, construction: str) -> None:
+        """Once per construction, before its store is first opened: put back the copy a run
+        stopped inside `cue` left (the store as it was before that cue)."""
+        if construction not in self._recovered:
+            self._recovered.add(construction)
+            if self._restore(construction):
+                log.info("%s store: a cue left by a stopped run removed (the store put back)", construction)
+
+    def _restore(self, construction: str) -> bool:
+        """Put back the copy `_save` made, if there is one (the store must be closed)."""
+        store, saved, partial = self._saved(construction)
+        shutil.rmtree(partial, ignore_errors=True)  # stopped while copying: the store is untouched
+        if not saved.exists():
+            return False
+        shutil.rmtree(store, ignore_errors=True)
+        saved.rename(store)
+        log.debug("%s store put back as it was before a cue", construction)
+        return True
+
+    def _with_cue(self, conv: BenchConversation, q: BenchQuestion | None) -> bool:
+        """Whether a ranking for `q` must see its cue (it must then run inside `cue`)."""
+        if q is None or not q.cue_turns:
+            return False
+        if self._cue != (conv.space, q.qid):
+            raise ValueError(f"{q.qid} has cue turns: rank it inside Workbench.cue(...)")
+        return True
+
+    # --- rankings ------------------------------------------------------------------------
+    def turns(self, conv: BenchConversation, q: BenchQuestion | None = None) -> list:
+        """The conversation's turns as `Turn`s (normalised as `Memory.add` does; cached), with
+        `q`'s cue turns last when it has some (inside `cue`)."""
+        return self._turns(conv, q)[0]
+
+    def _turns(self, conv: BenchConversation, q: BenchQuestion | None = None):
+        cue = self._with_cue(conv, q)
+        key = ("cue-turns" if cue else "turns", conv.space)
         if key not in self._flat:
             from ..inputs import normalise_turns
             from ..retrieval import LexicalIndex, turn_text
@@ -201,15 +322,16 @@ class Workbench:
             from ..timeparse import format_date
 
             self._drop_other_spaces(conv.space)
-            turns = normalise_turns(conv.turns, conv.space, default_tz=self.config.default_timezone)
+            raw = conv.turns + q.cue_turns if cue else conv.turns
+            turns = normalise_turns(raw, conv.space, default_tz=self.config.default_timezone)
             texts = [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns]
             vecs = self.text_encoder.encode([turn_text(t) for t in turns])
             stem = self.config.bm25_stemmer
             self._flat[key] = (turns, LexicalIndex(texts, stemmer=stem), FlatHybridIndex(vecs, texts, stemmer=stem))
         return self._flat[key]
 
-    def _amus(self, conv: BenchConversation):
-        key = ("amus", conv.space)
+    def _amus(self, conv: BenchConversation, q: BenchQuestion | None = None):
+        key = ("cue-amus" if self._with_cue(conv, q) else "amus", conv.space)  # inside `cue`: the store has it
         if key not in self._flat:
             from ..retrieval import amu_search_text
             from ..retrieval.flat import FlatHybridIndex
@@ -233,7 +355,7 @@ class Workbench:
 
         pool, question = self.pool, q.question
         if spec.kind in ("bm25_turns", "dense_turns", "hybrid_turns"):
-            turns, lex, dense = self._turns(conv)
+            turns, lex, dense = self._turns(conv, q)
             if spec.kind == "bm25_turns":
                 s = lex.scores_all(question)
                 order = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:pool]]
@@ -250,12 +372,13 @@ class Workbench:
             return Ranking([Unit((turns[i].turn_id,), turn_text(turns[i]), turns[i].timestamp, ("turn",))
                             for i in order])
         if spec.kind == "flat_amus":
-            amus, index = self._amus(conv)
+            amus, index = self._amus(conv, q)
             qv = self.text_encoder.encode([question])[0]
             found = index.search(qv, question, pool, beta=self.config.bm25_weight)
             return Ranking([Unit(amus[r.index].source_turn_ids, amus[r.index].text, amus[r.index].timestamp,
                                  ("flat",)) for r in found])
         if spec.kind in ("etamem", "fta"):
+            self._with_cue(conv, q)  # the store must hold the cue
             mem = self.memory(spec.construction or "amu")
             base = mem.config
             cfg = base.replace(**dict(spec.overrides)) if spec.overrides else base
@@ -305,7 +428,8 @@ class Workbench:
     def close(self) -> None:
         for mem in self._mems.values():
             mem.close()
-        for cache in self._extraction_caches:
+        self._mems.clear()
+        for cache in self._extraction_caches.values():
             cache.close()
         if self._embed_store is not None:
             self._embed_store.close()
