@@ -130,13 +130,13 @@ class Config:
     context_prev: float = 0.4
     context_next: float = 0.2
     context_lexical_prev: float = 0.4
-    # `context_mean`: the turn context is a weighted mean over the turns that exist, so a turn alone
-    # in its session (a stated preference, a one-line fact) is not scored below one with neighbours;
+    # `context_impute`: a neighbour that does not exist counts as the turn itself, so a turn alone in
+    # its session (a stated preference, a one-line fact) is not scored below one with neighbours;
     # `long_turn_words`: a unit's own share shrinks as its source turn outgrows this many words
     # (share of own text = (1 - context_share) * min(1, long_turn_words / words)), so the dozens of
     # sentence units of a long assistant reply are scored as that reply, not as lottery tickets
     # (0: off). Chosen on the PrefEval dev part, confirmed on LoCoMo and LoCoMo-Plus (docs/benchmarks.md)
-    context_mean: bool = True
+    context_impute: bool = True
     long_turn_words: int = 40
     # dialogue-aware re-scoring (retrieval/dialogue.py; docs/benchmarks.md): the query's text vector
     # is this mix of the query without the speakers' names and the query as asked (0: as asked), so a

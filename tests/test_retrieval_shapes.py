@@ -59,7 +59,7 @@ def make_turns(texts: list[tuple[str, str]]) -> list[Turn]:
             for i, (s, t) in enumerate(texts)]
 
 
-def test_turn_context_mean_is_the_weighted_mean_of_the_turns_that_exist():
+def test_turn_context_counts_a_missing_neighbour_as_the_turn_itself():
     turns = make_turns([("a", "alone"), ("b", "first"), ("b", "middle"), ("b", "last")])
     vecs = unit(np.random.default_rng(2).standard_normal((4, 8))).astype(np.float32)
     index = TurnIndex(8, turns, vecs)
@@ -67,12 +67,20 @@ def test_turn_context_mean_is_the_weighted_mean_of_the_turns_that_exist():
     cos = vecs @ q
     ids = ["t0", "t1", "t2", "t3"]
     summed, _ = index.context(ids, q, np.zeros(0, np.int64), prev=0.4, after=0.2, lexical_prev=0.4)
-    mean, _ = index.context(ids, q, np.zeros(0, np.int64), prev=0.4, after=0.2, lexical_prev=0.4, mean=True)
+    imputed, _ = index.context(ids, q, np.zeros(0, np.int64), prev=0.4, after=0.2, lexical_prev=0.4, impute=True)
     np.testing.assert_allclose(summed, [cos[0], cos[1] + 0.2 * cos[2], cos[2] + 0.4 * cos[1] + 0.2 * cos[3],
                                         cos[3] + 0.4 * cos[2]], atol=1e-6)
-    np.testing.assert_allclose(mean, [cos[0], (cos[1] + 0.2 * cos[2]) / 1.2,
-                                      (cos[2] + 0.4 * cos[1] + 0.2 * cos[3]) / 1.6, (cos[3] + 0.4 * cos[2]) / 1.4],
+    np.testing.assert_allclose(imputed, [1.6 * cos[0], 1.4 * cos[1] + 0.2 * cos[2],
+                                         cos[2] + 0.4 * cos[1] + 0.2 * cos[3], 1.2 * cos[3] + 0.4 * cos[2]],
                                atol=1e-6)
+    index = TurnIndex(8, make_turns([("a", "alone words"), ("b", "first words"), ("b", "middle"), ("b", "last words")]),
+                      vecs)
+    qi = index.query_ids("words alone")
+    _, own = index.context(ids, q, qi, prev=0.4, after=0.2, lexical_prev=0.0)  # each turn's own BM25
+    _, imputed = index.context(ids, q, qi, prev=0.4, after=0.2, lexical_prev=0.4, impute=True)
+    assert own[0] > 0 and own[1] > 0 and own[2] == 0
+    np.testing.assert_allclose(imputed, [1.4 * own[0], 1.4 * own[1], own[2] + 0.4 * own[1], own[3] + 0.4 * own[2]],
+                               rtol=1e-5)
 
 
 def memory(path, enc, **cfg) -> Memory:

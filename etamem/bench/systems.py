@@ -84,7 +84,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
          overrides=(("fallback_threshold", 2.0), ("fallback_turns", 40), ("fallback_fusion", "rrf"))),
     # one switch at a time against the defaults (the diagnosis table of docs/benchmarks.md)
     _eta("no-flat-candidates", "w/o exact candidates beside the beams", overrides=(("flat_candidates", 0),)),
-    _eta("no-context-mean", "turn context summed, not averaged", overrides=(("context_mean", False),)),
+    _eta("no-context-impute", "missing neighbours count 0", overrides=(("context_impute", False),)),
     _eta("no-long-turns", "units of long turns scored as short ones", overrides=(("long_turn_words", 0),)),
     _eta("no-context", "w/o turn context (unit text only)", overrides=(("context_share", 0.0),)),
     _eta("turn-context-only", "turn context only (no unit text)", overrides=(("context_share", 1.0),)),
@@ -110,7 +110,7 @@ GROUPS = {
     "views": ["event-only", "affect-only", "time-only", "event+affect", "event+time", "affect+time"],
     "ablations": ["no-amus", "no-hierarchy", "no-fallback", "mean-routing", "no-bm25", "shared-text",
                   "shared-affect", "unified-semantic", "unified-affective"],
-    "diagnosis": ["dense-turns", "hybrid-turns", "etamem", "no-flat-candidates", "no-context-mean", "no-long-turns",
+    "diagnosis": ["dense-turns", "hybrid-turns", "etamem", "no-flat-candidates", "no-context-impute", "no-long-turns",
                   "no-context", "turn-context-only", "no-dialogue", "no-speaker-boost", "no-bm25", "bm25-ceiling",
                   "mean-routing", "wide-beam", "no-hierarchy", "no-fallback", "etamem-rrf", "event-only",
                   "affect-only", "time-only"],

@@ -77,14 +77,14 @@ class TurnIndex:
         return order[i][2] if 0 <= i < len(order) else None
 
     def context(self, turn_ids: list[str], q_vec: np.ndarray, query_ids: np.ndarray, *, prev: float,
-                after: float, lexical_prev: float, mean: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                after: float, lexical_prev: float, impute: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """A turn in its dialogue context, for each of `turn_ids` (unknown ones score 0):
         dense cos(q, t) + prev * cos(q, t-1) + after * cos(q, t+1) and raw BM25 bm(t) +
         lexical_prev * bm(t-1), where t-1 / t+1 are its neighbours in its session. Two
         (len(turn_ids),) float32 arrays; q_vec: (d,) float32 unit; query_ids: the turn
-        vocabulary's ids of the query (`query_ids`). `mean`: each sum is divided by the weights
-        of the turns that exist (a weighted mean), so a turn alone in its session is not scored
-        below one with neighbours."""
+        vocabulary's ids of the query (`query_ids`). `impute`: a neighbour that does not exist
+        counts as the turn itself (its weight times the turn's own score), so a turn alone in its
+        session is not scored below one with neighbours."""
         own = [self.slot_of.get(t) for t in turn_ids]
         before = [self.slot_of.get(self.neighbour(t, -1)) for t in turn_ids]
         later = [self.slot_of.get(self.neighbour(t, 1)) for t in turn_ids] if after else [None] * len(own)
@@ -99,10 +99,10 @@ class TurnIndex:
         own_i, before_i, later_i = pick(own), pick(before), pick(later)
         dense = cos[own_i] + prev * cos[before_i] + after * cos[later_i]
         lexical = bm[own_i] + lexical_prev * bm[before_i]
-        if mean:
-            has_before, has_later = before_i >= 0, later_i >= 0
-            dense = dense / (1.0 + prev * has_before + after * has_later)
-            lexical = lexical / (1.0 + lexical_prev * has_before)
+        if impute:  # a missing neighbour counts as the turn itself
+            no_before, no_later = before_i < 0, later_i < 0
+            dense = dense + (prev * no_before + after * no_later) * cos[own_i]
+            lexical = lexical + lexical_prev * no_before * bm[own_i]
         return dense.astype(np.float32), lexical.astype(np.float32)
 
     def query_ids(self, query: str) -> np.ndarray:

@@ -29,7 +29,7 @@ def turn_context(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
         new = list(dict.fromkeys(t for t in wanted if t not in known))
         if new:
             dense, lexical = turns.context(new, q_text, q_ids, prev=cfg.context_prev, after=cfg.context_next,
-                                           lexical_prev=cfg.context_lexical_prev, mean=cfg.context_mean)
+                                           lexical_prev=cfg.context_lexical_prev, impute=cfg.context_impute)
             known.update(zip(new, zip(dense.tolist(), lexical.tolist())))
         pairs = np.array([known[t] for t in wanted], np.float32).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]
@@ -48,7 +48,7 @@ def turn_context(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
             return out
         context.shares = shares
     if cfg.bm25_norm == "ceiling":  # a turn and its previous one at full weight reach the ceiling
-        ceiling = turns.lexical_ceiling(q_ids) * (1.0 if cfg.context_mean else 1.0 + cfg.context_lexical_prev)
+        ceiling = turns.lexical_ceiling(q_ids) * (1.0 + cfg.context_lexical_prev)
         context.norm = lambda raw: share_of_ceiling(raw, ceiling)
     return context
 
