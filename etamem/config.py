@@ -147,6 +147,9 @@ class Config:
     question_penalty: float = 0.2
     follow_replies: bool = True
     speaker_boost: float = 0.05
+    # ... and `self_boost` more when the unit's text names that speaker (what they say about themself;
+    # "the user" and first-person questions name the role `user`). Chosen on PrefEval dev (docs/benchmarks.md)
+    self_boost: float = 0.1
 
     # --- method (see docs/design.md, 'FTA-Mem') -------------------------------------------------------------
     # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (see docs/design.md);
@@ -324,7 +327,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
-        "speaker_boost", "session_gap_minutes", "flat_candidates", "long_turn_words")},
+        "speaker_boost", "self_boost", "session_gap_minutes", "flat_candidates", "long_turn_words")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),

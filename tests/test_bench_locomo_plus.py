@@ -206,3 +206,13 @@ def test_cli_accepts_locomo_plus(tmp_path):
     assert opts.dataset == "locomo-plus" and opts.locomo == str(locomo) and opts.ks is None
     with pytest.raises(ValueError, match="--locomo"):
         run(BenchOptions("locomo-plus", str(plus), out=str(tmp_path / "o"), systems=["bm25-turns"], plots=False))
+
+
+def test_one_run_per_stores_directory(tmp_path):
+    from etamem.bench.workbench import Workbench
+
+    first = Workbench(Config(), tmp_path / "stores")
+    with pytest.raises(ValueError, match="another benchmark run"):
+        Workbench(Config(), tmp_path / "stores")
+    first.close()
+    Workbench(Config(), tmp_path / "stores").close()  # free again once the first run closed

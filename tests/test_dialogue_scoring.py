@@ -1,6 +1,7 @@
 """Dialogue-aware retrieval (etamem/retrieval/dialogue.py): the query vector without the
 speakers' names mixed in, the question penalty, replies joining the candidates and the speaker
 boost, each against a brute-force formula; and the AMU rows growing after a reload."""
+import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -52,7 +53,9 @@ def test_named_speakers_and_without_names():
     assert named_speakers("What did Ann paint?", ["user", "assistant"]) == ()
     assert named_speakers("What would I like?", ["Ann", "Bob"]) == ()  # no role speakers: nobody
     assert named_speakers("What did the userbase say?", ["user"]) == ()
-    assert query_texts("What did the user say?", ("user",), 0.5) == ["What did the user say?"]
+    assert query_texts("What did the user say?", ("user",), 0.5) == ["What did the user say?", "What did say?"]
+    assert without_names("Did the user's sister meet the assistant?", ["user"]) == "Did sister meet the assistant?"
+    assert query_texts("What should I eat?", ("user",), 0.5) == ["What should I eat?"]  # first person stays
     assert named_speakers("Annie and bob went out", speakers) == ()  # whole words, case as stored
     assert without_names("Did Ann Lee meet Bob's sister?", ["Ann", "Ann Lee", "Bob"]) == "Did meet sister?"
     assert is_question("Any fun plans?") and is_question('She asked "why?"') and not is_question("Fine. Why not")
@@ -106,13 +109,17 @@ def test_question_penalty_and_speaker_boost_are_exact(hashing_encoder, tmp_path)
         mem.add(DIALOGUE)
         query = "What are Caro's plans for the summer holidays?"
         base, live = _merged(mem, query, DialogueScoring(), k=20)
-        scored, _ = _merged(mem, query, DialogueScoring(named=("Caro",), question_penalty=0.2, speaker_boost=0.05),
-                            k=20)
+        scored, _ = _merged(mem, query, DialogueScoring(named=("Caro",), question_penalty=0.2, speaker_boost=0.05,
+                                                        self_boost=0.1), k=20)
         assert set(scored) == set(base) and len(base) >= 5
+        about = 0
         for a, s in base.items():
             amu = live.index.amu_of[a]
-            want = s - 0.2 * is_question(amu.text) + 0.05 * (amu.speaker == "Caro")
+            own = amu.speaker == "Caro" and re.search(r"\bcaro\b", amu.text, re.IGNORECASE) is not None
+            about += own
+            want = s - 0.2 * is_question(amu.text) + 0.05 * (amu.speaker == "Caro") + 0.1 * own
             assert scored[a] == pytest.approx(want, abs=1e-6), amu.text
+        assert about  # a unit of Caro's that names Caro (rewritten from "my plans")
         assert any(is_question(live.index.amu_of[a].text) for a in base)
         # two speakers named: no boost (the question is about both)
         both, _ = _merged(mem, query, DialogueScoring(named=("Caro", "Mel"), speaker_boost=0.05), k=20)
@@ -122,7 +129,8 @@ def test_question_penalty_and_speaker_boost_are_exact(hashing_encoder, tmp_path)
 def test_memory_search_uses_the_mixed_query_vector(hashing_encoder, tmp_path):
     """Dense-only scoring (no BM25, no context, no fallback, no boosts): a question naming a
     speaker with mix 1 scores the units as the question without the name does with mix 0."""
-    cfg = dict(bm25_weight=0.0, context_share=0.0, question_penalty=0.0, speaker_boost=0.0, follow_replies=False,
+    cfg = dict(bm25_weight=0.0, context_share=0.0, question_penalty=0.0, speaker_boost=0.0, self_boost=0.0,
+               follow_replies=False,
                time_boost=0.0)
     with memory(tmp_path / "s", hashing_encoder, query_name_mix=1.0, **cfg) as mem:
         mem.add(DIALOGUE)

@@ -3,6 +3,7 @@ space and reused by every system and every rerun), shared models, flat indexes p
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import shutil
 import time
@@ -33,6 +34,24 @@ from .systems import SystemSpec, Unit
 
 log = logging.getLogger(__name__)
 PRISTINE_SUFFIX = ".before-cue"  # a store's files while a question's cue is in it
+
+
+def hold_root(root: Path) -> int | None:
+    """An exclusive, non-blocking `flock` on `<root>/workbench.lock`, held until `close`: one run
+    per stores directory (a LoCoMo-Plus cue moves a store aside, which another process opening
+    it would take for a stopped run's leftover). ValueError when another run holds it; None where
+    `fcntl` is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux/macOS
+        return None
+    fd = os.open(root / "workbench.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(f"{root} is in use by another benchmark run (one run per --stores directory)") from None
+    return fd
 
 
 def peak_rss_mb() -> float:
@@ -91,6 +110,7 @@ class Workbench:
         self.config = config
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = hold_root(self.root)
         self.pool = pool
         self.llm = llm
         self._inner_encoder = text_encoder
@@ -433,3 +453,6 @@ class Workbench:
             cache.close()
         if self._embed_store is not None:
             self._embed_store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None

@@ -7,7 +7,12 @@
 - Questions: a unit that is itself a question ("Any fun plans for the summer?") rarely holds a
   fact; it loses `question_penalty`, and the reply to it (the next turn of the session, by the
   other speaker) joins the candidates (`reply_finder`), where the question is its context.
-- Speaker: a unit spoken by the one speaker the question names gains `speaker_boost`.
+- Speaker: a unit spoken by the one speaker the question names gains `speaker_boost`, and
+  `self_boost` more when its text names that speaker too: units are rewritten in the third
+  person ("The user prefers ...", "Caroline researched ..."), so this marks what a speaker says
+  about themself, the facts and preferences a question about them wants. Role speakers
+  ("user", "assistant") are named by "the user" and, for the user, by a question in the first
+  person (an agent's user asking "what should I cook for my family?").
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ class DialogueScoring:
     named: tuple[str, ...] = ()  # speakers of the space that the query names
     question_penalty: float = 0.0
     speaker_boost: float = 0.0
+    self_boost: float = 0.0  # more for the named speaker's units whose text names them (about themself)
     replies: RepliesFn | None = None
 
 
@@ -75,10 +81,15 @@ def named_speakers(query: str, speakers: Iterable[str]) -> tuple[str, ...]:
 
 
 def without_names(query: str, names: Sequence[str]) -> str:
-    """The query with these names (and their possessive "'s") removed, spaces collapsed."""
+    """The query with these names (and their possessive "'s") removed, spaces collapsed; for a
+    role label among them, "the <role>" is the name ("What did the user's sister paint?")."""
+    roles = sorted({n.strip().lower() for n in names if n and n.strip().lower() in ROLE_LABELS})
     names = _clean(names)
     if names:
         query = _names_pattern(names).sub("", query)
+    if roles:  # a role speaker is named "the user" (possessive included)
+        query = re.sub(r"\bthe (?:" + "|".join(map(re.escape, roles)) + r")(?:'s|’s)?(?!\w)", "", query,
+                       flags=re.IGNORECASE)
     return re.sub(r"\s+", " ", query).strip()
 
 

@@ -511,7 +511,8 @@ class SpaceIndex:
         union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
         parsed window (scaled down with distance outside it) and half of it for AMUs with their
         own time words on "when" questions; with `dialogue`, minus its question penalty for AMUs
-        that are questions and plus its speaker boost for AMUs of the one speaker the query names."""
+        that are questions and plus its speaker boost for AMUs of the one speaker the query names (and
+        its self boost for those whose text names that speaker)."""
         views_of: dict[str, list[str]] = {}
         for v, hits in found.items():
             for s in hits:
@@ -534,8 +535,12 @@ class SpaceIndex:
             score = score + 0.5 * time_boost * self.rows["time_words"][rows]
         if dialogue is not None:
             score = score - dialogue.question_penalty * self.rows["question"][rows]
-            if dialogue.speaker_boost and len(dialogue.named) == 1:
+            if (dialogue.speaker_boost or dialogue.self_boost) and len(dialogue.named) == 1:
                 spoke = np.fromiter((self.amu_of[a].speaker == dialogue.named[0] for a in keys), bool, len(keys))
                 score = score + dialogue.speaker_boost * spoke
+                if dialogue.self_boost:
+                    who = re.compile(rf"(?<!\w){re.escape(dialogue.named[0])}(?!\w)", re.IGNORECASE)
+                    about = np.fromiter((bool(who.search(self.amu_of[a].text)) for a in keys), bool, len(keys))
+                    score = score + dialogue.self_boost * (spoke & about)
         order = np.lexsort((np.array(keys), -score))
         return [(keys[i], float(score[i]), tuple(views_of[keys[i]])) for i in order]

@@ -71,6 +71,7 @@ def reply_finder(index: SpaceIndex, turns: TurnIndex) -> RepliesFn:
 def dialogue_scoring(index: SpaceIndex, turns: TurnIndex, named: tuple[str, ...], cfg) -> DialogueScoring:
     """The dialogue-aware re-scoring of `cfg` for a query naming the speakers `named`."""
     return DialogueScoring(named=tuple(named), question_penalty=cfg.question_penalty, speaker_boost=cfg.speaker_boost,
+                           self_boost=cfg.self_boost,
                            replies=reply_finder(index, turns) if cfg.follow_replies and len(turns) else None)
 
 
