@@ -105,6 +105,7 @@ class Config:
     # over the candidates or by "ceiling" (the share of the query's BM25 ceiling: a weak best match
     # stays weak; measured worse on LoCoMo, kept as a switch)
     flat_candidates: int = 80
+    turn_diverse: bool = True  # hits citing a turn a better hit cited already go after the others
     bm25_norm: str = "minmax"
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
     # raw-turn fallback (docs/design.md, 'Raw-turn fallback'): used when retrieval confidence is low. "score": confidence =

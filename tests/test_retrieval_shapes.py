@@ -138,3 +138,31 @@ def test_ceiling_norm_in_the_merge_matches_the_formula():
         assert score == pytest.approx(0.5 * float(index.text_vecs[row] @ q) + 0.5 * min(1.0, bm / ceiling), abs=1e-5)
     with pytest.raises(ValueError, match="lexical"):
         index.search("cat", q, q, 5, beam=10, beta=0.5, lexical="zscore")
+
+
+def test_turn_diverse_puts_repeats_of_a_turn_after_the_first_hits():
+    from etamem.retrieval.search import turn_diverse
+    from etamem.types import AMU, Hit
+
+    def hit(i, turn):
+        amu = AMU(amu_id=f"a{i}", text="x", speaker="u", timestamp=T0, session_id="s", source_turn_ids=(turn,))
+        return Hit(amu=amu, score=1.0 - i / 10, views=("event",), source_turn_ids=(turn,))
+
+    hits = [hit(0, "t1"), hit(1, "t1"), hit(2, "t2"), hit(3, "t1"), hit(4, "t3"), hit(5, "t2")]
+    assert [h.amu.amu_id for h in turn_diverse(hits)] == ["a0", "a2", "a4", "a1", "a3", "a5"]
+
+
+def test_a_page_of_hits_covers_distinct_turns(tmp_path, hashing_encoder):
+    reply = " ".join(f"Tip {i}: water the tomato plants and the basil early." for i in range(15))
+    turns = [{"turn_id": "t0", "session_id": "s", "speaker": "user", "text": "How do I keep my tomatoes alive?",
+              "timestamp": T0.isoformat()},
+             {"turn_id": "t1", "session_id": "s", "speaker": "assistant", "text": reply,
+              "timestamp": (T0 + timedelta(minutes=1)).isoformat()},
+             {"turn_id": "t2", "session_id": "s2", "speaker": "user", "text": "I grow tomatoes and basil on my balcony.",
+              "timestamp": (T0 + timedelta(days=1)).isoformat()}]
+    pages = {}
+    for diverse in (True, False):
+        with memory(tmp_path / f"m{diverse}", hashing_encoder, turn_diverse=diverse) as mem:
+            mem.add(turns)
+            pages[diverse] = [h.source_turn_ids[0] for h in mem.search("tomato plants basil", top_k=3)]
+    assert len(set(pages[True])) == 3 and len(set(pages[False])) < 3

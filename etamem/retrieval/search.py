@@ -75,6 +75,19 @@ def dialogue_scoring(index: SpaceIndex, turns: TurnIndex, named: tuple[str, ...]
                            replies=reply_finder(index, turns) if cfg.follow_replies and len(turns) else None)
 
 
+def turn_diverse(hits: list[Hit]) -> list[Hit]:
+    """The hits whose first source turn no better hit has cited, in rank order, then the rest in
+    rank order: the first k hits cover as many distinct turns as they can (the many sentence units
+    of one long reply no longer fill a page)."""
+    seen: set[str] = set()
+    first, later = [], []
+    for h in hits:
+        key = h.source_turn_ids[0] if h.source_turn_ids else h.amu.amu_id
+        (later if key in seen else first).append(h)
+        seen.add(key)
+    return first + later
+
+
 def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
                  cfg, space: str, *, now: datetime | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
@@ -99,13 +112,17 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
                           flat=cfg.flat_candidates, lexical=cfg.bm25_norm)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
-            for a, s, v in result.ranked[:budget]]
+            for a, s, v in result.ranked]
+    hits = (turn_diverse(hits) if cfg.turn_diverse else hits)[:budget]
     used, conf = False, None
     if fallback:
         conf, found = confidence(hits, turns, query, q_text, cfg)
         used = conf < cfg.fallback_threshold
-        if used:
-            hits = with_fallback(hits, turns, query, q_text, budget, cfg, space, found)
+        if used:  # turn_diverse: every raw turn kept until the hits are diversified, then the cut
+            cut = budget + cfg.fallback_turns if cfg.turn_diverse else budget
+            hits = with_fallback(hits, turns, query, q_text, cut, cfg, space, found)
+            if cfg.turn_diverse:
+                hits = turn_diverse(hits)[:budget]
     hits = hits[:k]
     window = None if result.window is None else (result.window.start, result.window.end)
     return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
