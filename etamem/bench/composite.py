@@ -52,10 +52,10 @@ class SplitIndex:
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context=None,
-               context_share: float = 0.0, dialogue=None) -> RetrievalResult:
+               context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax") -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
-        (`context`, `context_share`, `dialogue`: the turn-context and dialogue-aware scoring, as
-        in `SpaceIndex.search`)."""
+        (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
+        exact candidates come from the base store's text vectors)."""
         source = {v: self.semantic if v in SEMANTIC_VIEWS else self.base for v in views}
         qv = {v: q_affect if v in SEMANTIC_VIEWS else q_text for v in views}
         sims = {v: top_similarities(source[v].routing[v], qv[v], top=routing_candidates) for v in views}
@@ -69,12 +69,15 @@ class SplitIndex:
             one = source[v].search(query, qv[v], q_affect, budget, beam=beam, beta=beta, routing=routing,
                                    temperature=temperature, now=now, views=(v,), time_boost=time_boost,
                                    routing_candidates=routing_candidates, context=context,
-                                   context_share=context_share)
+                                   context_share=context_share, lexical=lexical)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
+        if flat > 0:
+            found["flat"] = self.base.exact_candidates(q_text, flat)
         found = self.base.with_replies(found, dialogue)
         window = parse_time_window(query, now)
-        ranked = self.base._merge(found, q_text, self.base.amu_lex.query_ids(query), beta, window,
-                                  is_when_question(query), time_boost, context, context_share, dialogue)
+        q_ids = self.base.amu_lex.query_ids(query)
+        ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), time_boost, context,
+                                  context_share, dialogue, self.base._norm(lexical, self.base.amu_lex, q_ids))
         return RetrievalResult(ranked, plan, window)
 
 
