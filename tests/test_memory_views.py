@@ -149,7 +149,7 @@ def test_fallback_adds_raw_turns_when_confidence_is_low(minilm):
     # fallback_turns covers every turn: the 4 units found leave some turn uncovered, which comes back raw
     always = Memory(None, Config(fallback_confidence="score", fallback_threshold=2.0, fallback_turns=len(TURNS),
                                  fallback_fusion="score", route_budget=4, context_share=0.0,
-                                 bm25_weight=0.1), text_encoder=CachedEncoder(minilm),
+                                 bm25_weight=0.1, flat_candidates=0), text_encoder=CachedEncoder(minilm),
                     affect_tagger=VaderAffectTagger(minilm))
     always.add(turns(), space="u")
     res = always.retrieve("Where does Ben work as a nurse?", space="u", top_k=4)

@@ -29,7 +29,7 @@ def test_exact_candidates_match_brute_force_and_skip_removed_units():
     got = index.exact_candidates(q, 12)
     live = [a for a in amus if a.amu_id not in set(gone)]
     cos = {a.amu_id: float(tv[int(a.amu_id[1:])] @ q) for a in live}
-    want = sorted(cos, key=lambda a: (-cos[a], index.row_of[a]))[:12]
+    want = sorted(cos, key=lambda a: (-cos[a], a))[:12]
     assert [s.key for s in got] == want
     np.testing.assert_allclose([s.score for s in got], [cos[a] for a in want], atol=1e-5)
     assert len(index.exact_candidates(q, 10_000)) == len(live) and index.exact_candidates(q, 0) == []

@@ -421,7 +421,7 @@ class SpaceIndex:
         `dialogue`: the replies to the questions a view found join that view's hits, and the
         merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`).
         `flat`: the best `flat` units of one exact cosine search over every active unit join
-        the candidates beside the views' beams (recorded as view "flat"), so what the hierarchy
+        the candidates beside the views' beams (view "flat" when no view found them), so what the hierarchy
         pruned can still be ranked. `lexical`: how BM25 is put on [0, 1] — "minmax" over the
         candidates compared, or "ceiling" (`lexical.share_of_ceiling`: the share of the query's
         BM25 ceiling in each index, so a weak best match stays weak)."""
@@ -470,7 +470,8 @@ class SpaceIndex:
 
     def exact_candidates(self, q_text: np.ndarray, n: int) -> list[Scored]:
         """The `n` active units nearest the query by exact cosine over their text vectors
-        (q_text: (d_t,) float32 unit), best first, ties by slot; O(units * d) per query."""
+        (q_text: (d_t,) float32 unit), best first, ties by unit id (the same whatever the slot
+        layout); O(units * d) per query."""
         m = self.rows.n
         if n <= 0 or not m:
             return []
@@ -480,9 +481,11 @@ class SpaceIndex:
         n = min(n, live)
         if not n:
             return []
-        top = np.argpartition(-cos, n - 1)[:n] if n < m else np.arange(m)
-        top = top[np.lexsort((top, -cos[top]))][:n]
-        return [Scored(self.ids[r], float(cos[r]), float(cos[r]), 0.0) for r in top.tolist()]
+        kth = -np.partition(-cos, n - 1)[n - 1]
+        top = np.flatnonzero(cos >= kth)  # every unit tied with the n-th too, so ties go by id
+        ids = [self.ids[r] for r in top.tolist()]
+        order = np.lexsort((np.array(ids), -cos[top]))[:n]
+        return [Scored(ids[i], float(cos[top[i]]), float(cos[top[i]]), 0.0) for i in order.tolist()]
 
     def with_replies(self, found: dict[str, list[Scored]], dialogue: DialogueScoring | None
                      ) -> dict[str, list[Scored]]:
@@ -515,8 +518,12 @@ class SpaceIndex:
         its self boost for those whose text names that speaker)."""
         views_of: dict[str, list[str]] = {}
         for v, hits in found.items():
+            if v == "flat":
+                continue
             for s in hits:
                 views_of.setdefault(s.key, []).append(v)
+        for s in found.get("flat", ()):  # "flat": found by the exact search only
+            views_of.setdefault(s.key, ["flat"])
         if not views_of:
             return []
         keys = list(views_of)
