@@ -105,6 +105,7 @@ class Config:
     # over the candidates or by "ceiling" (the share of the query's BM25 ceiling: a weak best match
     # stays weak; measured worse on LoCoMo, kept as a switch)
     flat_candidates: int = 80
+    flat_exact_max: int = 20_000  # above this many units the candidates come from the best leaves (logarithmic)
     turn_diverse: bool = True  # hits citing a turn a better hit cited already go after the others
     bm25_norm: str = "minmax"
     candidate_pool: int = 200  # flat search: candidates taken from each index before re-scoring
@@ -330,7 +331,8 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
-        "speaker_boost", "self_boost", "session_gap_minutes", "flat_candidates", "long_turn_words")},
+        "speaker_boost", "self_boost", "session_gap_minutes", "flat_candidates", "long_turn_words",
+        "flat_exact_max")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),

@@ -166,3 +166,21 @@ def test_a_page_of_hits_covers_distinct_turns(tmp_path, hashing_encoder):
             mem.add(turns)
             pages[diverse] = [h.source_turn_ids[0] for h in mem.search("tomato plants basil", top_k=3)]
     assert len(set(pages[True])) == 3 and len(set(pages[False])) < 3
+
+
+def test_flat_candidates_above_exact_max_come_from_the_best_leaves():
+    views, amus, tv, av = build_views(n=200, seed=8)
+    index = SpaceIndex(views, amus, tv, av)
+    q = unit(np.random.default_rng(5).standard_normal(16))
+    assert index.flat_candidates(q, 10, exact_max=10_000) == index.exact_candidates(q, 10)
+    got = index.flat_candidates(q, 10, exact_max=0, leaves=3)
+    # brute force: the members of the 3 best Event leaves and of the 3 best small sessions, by exact cosine
+    tree, forest = views.event, views.time
+    leaves = index.routing["event"].search(q, 3)[1]
+    sessions = index.routing["time"].search(q, 3)[1]
+    pool = {tree.amu_ids[r] for leaf in leaves for r in tree.members[int(leaf)]}
+    pool |= {a for key in sessions if len(forest.nodes[key].members) <= 256 for a in forest.nodes[key].members}
+    cos = {a: float(index.text_vecs[index.row_of[a]] @ q) for a in pool}
+    want = sorted(cos, key=lambda a: (-cos[a], a))[:10]
+    assert [s.key for s in got] == want
+    assert len(pool) < len(amus)  # fewer units scored than the exact search scores

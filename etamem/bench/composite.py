@@ -52,7 +52,8 @@ class SplitIndex:
                routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context=None,
-               context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax") -> RetrievalResult:
+               context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax",
+               flat_exact_max: int = 20_000) -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
         (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
         exact candidates come from the base store's text vectors)."""
@@ -72,7 +73,7 @@ class SplitIndex:
                                    context_share=context_share, lexical=lexical)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
         if flat > 0:
-            found["flat"] = self.base.exact_candidates(q_text, flat)
+            found["flat"] = self.base.flat_candidates(q_text, flat, flat_exact_max)
         found = self.base.with_replies(found, dialogue)
         window = parse_time_window(query, now)
         q_ids = self.base.amu_lex.query_ids(query)

@@ -414,7 +414,7 @@ class SpaceIndex:
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
                context_share: float = 0.0, dialogue: DialogueScoring | None = None,
-               flat: int = 0, lexical: str = "minmax") -> RetrievalResult:
+               flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
@@ -422,7 +422,7 @@ class SpaceIndex:
         merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`).
         `flat`: the best `flat` units of one exact cosine search over every active unit join
         the candidates beside the views' beams (view "flat" when no view found them), so what the hierarchy
-        pruned can still be ranked. `lexical`: how BM25 is put on [0, 1] — "minmax" over the
+        pruned can still be ranked (exact up to `flat_exact_max` units, see `flat_candidates`). `lexical`: how BM25 is put on [0, 1] — "minmax" over the
         candidates compared, or "ceiling" (`lexical.share_of_ceiling`: the share of the query's
         BM25 ceiling in each index, so a weak best match stays weak)."""
         window = parse_time_window(query, now)
@@ -452,7 +452,7 @@ class SpaceIndex:
                 traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                       bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
         if flat > 0:
-            found["flat"] = self.exact_candidates(q_text, flat)
+            found["flat"] = self.flat_candidates(q_text, flat, flat_exact_max)
         found = self.with_replies(found, dialogue)
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
                              context_share, dialogue, amu_norm)
@@ -468,22 +468,42 @@ class SpaceIndex:
         ceiling = lex.ceiling(q_ids)
         return lambda raw: share_of_ceiling(raw, ceiling)
 
-    def exact_candidates(self, q_text: np.ndarray, n: int) -> list[Scored]:
+    def flat_candidates(self, q_text: np.ndarray, n: int, exact_max: int = 20_000, leaves: int = 64) -> list[Scored]:
+        """The `n` units nearest the query by cosine (q_text: (d_t,) float32 unit), best first:
+        `exact_candidates` over every active unit up to `exact_max` of them; above, the same
+        product over the members of the Event view's `leaves` best leaves and of the Time view's
+        best sessions with at most 256 units, by centroid (their routing indexes: exact or HNSW),
+        so the cost stays about logarithmic in the units (non-neutral units in big sessions are
+        then left to the views' beams)."""
+        if len(self.row_of) <= exact_max:
+            return self.exact_candidates(q_text, n)
+        rows: set[int] = set()
+        tree = self.views.event
+        for leaf in self.routing["event"].search(q_text, leaves)[1] if len(self.routing["event"]) else []:
+            rows.update(self._members([tree.amu_ids[r] for r in tree.members[int(leaf)]]))
+        forest = self.views.time
+        for key in self.routing["time"].search(q_text, leaves)[1] if len(self.routing["time"]) else []:
+            if len(forest.nodes[key].members) <= 256:  # a big session is the Event leaves' to cover
+                rows.update(self._members(forest.nodes[key].members))
+        return self.exact_candidates(q_text, n, np.fromiter(sorted(rows), np.int64, len(rows)))
+
+    def exact_candidates(self, q_text: np.ndarray, n: int, rows: np.ndarray | None = None) -> list[Scored]:
         """The `n` active units nearest the query by exact cosine over their text vectors
         (q_text: (d_t,) float32 unit), best first, ties by unit id (the same whatever the slot
-        layout); O(units * d) per query."""
+        layout); among `rows` (slots) only when given. O(units * d) per query."""
         m = self.rows.n
         if n <= 0 or not m:
             return []
-        cos = self.rows["text"][:m] @ q_text
-        cos = np.where(self.rows["alive"][:m], cos, -np.inf)
-        live = int(self.rows["alive"][:m].sum())
-        n = min(n, live)
+        rows = np.arange(m) if rows is None else np.asarray(rows, np.int64)
+        cos = self.rows["text"][rows] @ q_text if len(rows) < m else self.rows["text"][:m] @ q_text
+        alive = self.rows["alive"][rows]
+        cos = np.where(alive, cos, -np.inf)
+        n = min(n, int(alive.sum()))
         if not n:
             return []
         kth = -np.partition(-cos, n - 1)[n - 1]
         top = np.flatnonzero(cos >= kth)  # every unit tied with the n-th too, so ties go by id
-        ids = [self.ids[r] for r in top.tolist()]
+        ids = [self.ids[r] for r in rows[top].tolist()]
         order = np.lexsort((np.array(ids), -cos[top]))[:n]
         return [Scored(ids[i], float(cos[top[i]]), float(cos[top[i]]), 0.0) for i in order.tolist()]
 
