@@ -77,8 +77,9 @@ class SplitIndex:
         found = self.base.with_replies(found, dialogue)
         window = parse_time_window(query, now)
         q_ids = self.base.amu_lex.query_ids(query)
+        norm = self.base.lexical_normaliser(lexical, self.base.amu_lex, q_ids)
         ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), time_boost, context,
-                                  context_share, dialogue, self.base._norm(lexical, self.base.amu_lex, q_ids))
+                                  context_share, dialogue, norm)
         return RetrievalResult(ranked, plan, window)
 
 

@@ -431,8 +431,8 @@ class SpaceIndex:
         plan = route(sims, k, mode=routing, temperature=temperature)
         q_nodes = {v: self.hierarchies[v].node_lex.query_ids(query) for v in views}
         q_amus = self.amu_lex.query_ids(query)
-        norms = {v: self._norm(lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
-        amu_norm = self._norm(lexical, self.amu_lex, q_amus)
+        norms = {v: self.lexical_normaliser(lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
+        amu_norm = self.lexical_normaliser(lexical, self.amu_lex, q_amus)
         forest = self.views.time
         found: dict[str, list[Scored]] = {}
         traces: dict[str, ViewTrace] = {}
@@ -459,7 +459,7 @@ class SpaceIndex:
         return RetrievalResult(ranked, plan, window, traces)
 
     @staticmethod
-    def _norm(lexical: str, lex: LexicalIndex, q_ids: np.ndarray):
+    def lexical_normaliser(lexical: str, lex: LexicalIndex, q_ids: np.ndarray):
         """The BM25 normaliser `lexical` names for this index and query."""
         if lexical == "minmax":
             return minmax
