@@ -36,13 +36,27 @@ separate --out directories (or --fresh).
 locomo-plus FILE --locomo LOCOMO_FILE: each item's cue (two turns) is added to its LoCoMo
 conversation's memory for its trigger only (the store's files put back after); retrieval only (recall_any@k /
 recall_first@k of the cue turns, by relation type). The conversations are LoCoMo's spaces:
---stores can point at a LoCoMo run's stores to reuse them."""
+--stores can point at a LoCoMo run's stores to reuse them.
+
+updates [FILE] --filler PATH [--split dev|test|all]: facts that change (the shipped scenarios by
+default, memories of 8 scenarios with 6 PrefEval chats between the facts); retrieval only:
+current_first / current_before_old of now-questions, old_in_5 / old_first of past-questions, per
+kind. A LongMemEval-format FILE: its knowledge-update questions (no filler, no past question).
+Default systems: bm25-turns dense-turns hybrid-turns etamem fta."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", choices=["locomo", "locomo-plus", "longmemeval", "prefeval"])
-    p.add_argument("file", help="the official file, unchanged (locomo10.json, longmemeval_s.json, locomo_plus.json; "
-                   "prefeval: the directory with explicit_preference/ and filtered_inter_turns.json)")
+    p.add_argument("dataset", choices=["locomo", "locomo-plus", "longmemeval", "prefeval", "updates"])
+    p.add_argument("file", nargs="?", default=None,
+                   help="the official file, unchanged (locomo10.json, longmemeval_s.json, locomo_plus.json; "
+                   "prefeval: the directory with explicit_preference/ and filtered_inter_turns.json; updates: "
+                   "optional, a scenarios file (default: the shipped etamem/data/updates.json) or a LongMemEval-format "
+                   "file, whose knowledge-update questions are used)")
+    p.add_argument("--filler", default=None, metavar="PATH",
+                   help="updates: PrefEval's directory or its filtered_inter_turns.json, the real chats placed "
+                   "between the facts (required for scenarios)")
+    p.add_argument("--split", choices=["dev", "test", "all"], default=None,
+                   help="updates: the scenarios' split (default dev; test is kept apart for the final evaluation)")
     p.add_argument("--locomo", default=None, metavar="LOCOMO_FILE",
                    help="locomo-plus: the LoCoMo file its items are stitched into (required; item "
                    "`locomo_conversation` indexes its samples)")
@@ -83,6 +97,12 @@ def options_from_args(args):
     from .runner import BenchOptions
 
     overrides = parse_overrides(args.set, args.config)
+    if not args.file:
+        if args.dataset != "updates":
+            raise ValueError(f"file: required for {args.dataset} (the official file)")
+        from .updates import shipped_scenarios
+
+        args.file = shipped_scenarios()
     return BenchOptions(dataset=args.dataset, file=args.file, out=args.out, systems=args.systems, ks=args.ks,
                         pool=args.pool, budget=args.budget, qa_turns=args.qa_turns, overrides=overrides,
                         model=args.model, base_url=args.base_url, judge_model=args.judge_model,
@@ -90,7 +110,7 @@ def options_from_args(args):
                         no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
-                        roles=args.roles, locomo=args.locomo)
+                        roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split)
 
 
 def cmd_bench(args) -> int:

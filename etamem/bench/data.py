@@ -9,7 +9,7 @@ from .metrics import normalise_evidence
 __all__ = ["DATASETS", "LOCOMO_CATEGORIES", "LONGMEMEVAL_TYPES", "BenchConversation", "BenchQuestion", "load",
            "load_locomo", "load_longmemeval", "select"]
 
-DATASETS = ("locomo", "locomo-plus", "longmemeval", "prefeval")
+DATASETS = ("locomo", "locomo-plus", "longmemeval", "prefeval", "updates")
 LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference",
                      "temporal-reasoning", "knowledge-update", "multi-session")
@@ -58,10 +58,20 @@ def _longmemeval_question(conv) -> BenchConversation:
     return BenchConversation(conv.space, conv.turns, [bq], user_turns)
 
 
-def load(dataset: str, path: str, *, locomo: str | None = None) -> list[BenchConversation]:
-    """The dataset's items; `locomo`: the LoCoMo file LoCoMo-Plus items are stitched into."""
+def load(dataset: str, path: str | None, *, locomo: str | None = None, filler: str | None = None,
+         split: str | None = None) -> list[BenchConversation]:
+    """The dataset's items; `locomo`: the LoCoMo file LoCoMo-Plus items are stitched into;
+    `filler` / `split`: updates only (etamem/bench/updates.py; `path` None: the shipped scenarios)."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
+    if dataset == "updates":
+        from .updates import load_updates
+
+        return load_updates(path, filler, split)
+    if filler or split:
+        raise ValueError(f"--filler and --split apply to updates only, not {dataset}")
+    if not path:
+        raise ValueError(f"file: required for {dataset} (the official file)")
     if dataset == "locomo-plus":  # etamem/bench/locomo_plus.py
         from .locomo_plus import load_locomo_plus
 

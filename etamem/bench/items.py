@@ -29,6 +29,9 @@ class BenchQuestion:
     # LoCoMo-Plus: turn dicts (for `Memory.add`, one session `plus-<i>`) that are part of the
     # memory for this question only: added before it is asked, removed after (bench/workbench.py `cue`)
     cue_turns: list[dict[str, Any]] = field(default_factory=list)
+    # updates (bench/updates.py): the evidence the question's answer replaced (now-questions: the
+    # old fact's turns) or that replaced it (past-questions: the new fact's turns)
+    stale_turns: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -136,6 +136,9 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 if k[0] != "build" and k[2] in qids and k[1] in systems) / 1000.0
     info = {"questions": len(questions), "conversations": len(convs),
             "skipped_evidence_ids": sum(q.skipped_evidence for q in questions)}
+    if dataset == "updates":
+        info["now_questions"] = sum(q.category.startswith("now:") for q in questions)
+        info["past_questions"] = sum(q.category.startswith("past:") for q in questions)
     if dataset != "longmemeval":
         info["questions_without_evidence"] = sum(not q.gold_turns for q in questions)
     else:
@@ -182,6 +185,8 @@ def retrieval_table(summary: dict) -> list[str]:
             lines += _table(["topic"] + [s["label"] for s in systems.values()],
                             [[c] + [_fi(s["retrieval"], f"recall@{x}", c) for s in systems.values()] for c in cats])
         return lines
+    if summary["dataset"] == "updates":
+        return updates_table(summary)
     if summary["dataset"] == "locomo-plus":  # any cue turn / the first cue turn, then one table per k by type
         ks = summary["settings"]["ks"]
         lines = _table(["system"] + [f"R_any@{x} all" for x in ks] + [f"R_first@{x} all" for x in ks]
@@ -215,6 +220,29 @@ def retrieval_table(summary: dict) -> list[str]:
     lines += ["", "Session recall_all@10 per question type:", ""]
     lines += _table(["system"] + cats, [[s["label"]] + [_fi(s["retrieval"], "session_recall_all@10", c) for c in cats]
                                         for s in systems.values()])
+    return lines
+
+
+UPDATE_METRICS = (("current_first", "now"), ("current_before_old", "now"), ("old_in_5", "past"), ("old_first", "past"))
+
+
+def updates_table(summary: dict) -> list[str]:
+    """Updates: the overall figures (each metric over the questions it applies to), then one
+    table per metric by kind."""
+    cats, systems, ks = summary["categories"], summary["systems"], summary["settings"]["ks"]
+    names = [m for m, _ in UPDATE_METRICS if any(m in s["retrieval"]["metrics"] for s in systems.values())]
+    lines = _table(["system"] + [f"{m} all" for m in names] + [f"R@{x} all" for x in ks] + ["ctx tokens", "ms/q"],
+                   [[s["label"]] + [_fi(s["retrieval"], m, "all") for m in names]
+                    + [_fi(s["retrieval"], f"recall@{x}", "all") for x in ks]
+                    + [_f(s["retrieval"]["context_tokens"], 0), _f(s["retrieval"]["ms_per_query"], 1)]
+                    for s in systems.values()])
+    for m, side in UPDATE_METRICS:
+        if m not in names:
+            continue
+        kinds = [c.split(":", 1)[1] for c in cats if c.startswith(f"{side}:")]
+        lines += ["", f"{m} per kind ({side}-questions):", ""]
+        lines += _table(["kind"] + [s["label"] for s in systems.values()],
+                        [[k] + [_fi(s["retrieval"], m, f"{side}:{k}") for s in systems.values()] for k in kinds])
     return lines
 
 
@@ -311,6 +339,10 @@ def _data_line(summary: dict) -> str:
         return (f"{d['questions']} questions in {d['conversations']} trial(s), one memory each (the chats and one "
                 f"preference per topic; {len(summary['categories'])} topics); the evidence of a question is its "
                 "topic's preference turn")
+    if summary["dataset"] == "updates":
+        return (f"{d['questions']} questions ({d['now_questions']} about now, {d['past_questions']} about the past) "
+                f"in {d['conversations']} memories (split {summary['settings'].get('split') or 'none'}); the evidence "
+                "of a now-question is the current fact's turn, of a past-question the old fact's turn")
     if summary["dataset"] == "locomo-plus":
         return (f"{d['questions']} cue/trigger items in {d['conversations']} LoCoMo conversation(s) (one memory "
                 "each; an item's cue is added for its trigger only); the evidence of a trigger is its cue's turns")

@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,12 @@ log = logging.getLogger(__name__)
 LOCOMO_KS = (10, 20, 25)
 PREFEVAL_KS = (1, 5, 10)
 LOCOMO_PLUS_KS = (5, 10, 20)
-DEFAULT_KS = {"locomo": LOCOMO_KS, "locomo-plus": LOCOMO_PLUS_KS, "prefeval": PREFEVAL_KS}
-RETRIEVAL_ONLY = ("locomo-plus",)  # items without a reference answer: no QA
+DEFAULT_KS = {"locomo": LOCOMO_KS, "locomo-plus": LOCOMO_PLUS_KS, "prefeval": PREFEVAL_KS, "updates": PREFEVAL_KS}
+RETRIEVAL_ONLY = ("locomo-plus", "updates")  # no QA: items without a reference answer / ranking metrics only
+UPDATES_SYSTEMS = ["bm25-turns", "dense-turns", "hybrid-turns", "etamem", "fta"]  # default systems of `updates`
 LME_SESSION_KS = (5, 10)
 LME_TURN_KS = (5, 10, 50)
-DEFAULT_POOL = {"locomo": 80, "locomo-plus": 80, "longmemeval": 100, "prefeval": 80}
+DEFAULT_POOL = {"locomo": 80, "locomo-plus": 80, "longmemeval": 100, "prefeval": 80, "updates": 80}
 
 
 @dataclass
@@ -51,7 +52,7 @@ class BenchOptions:
     """Everything a run needs; `overrides` are Config values (e.g. {"top_k": 20})."""
 
     dataset: str
-    file: str
+    file: str | None = None  # updates: default the shipped scenarios; required for the other datasets
     out: str | None = None  # default bench-results/<dataset>-<file stem>
     systems: list[str] | None = None  # keys or groups; default: all
     ks: list[int] | None = None  # LoCoMo recall@K (default 10 20 25)
@@ -75,6 +76,8 @@ class BenchOptions:
     fresh: bool = False  # discard earlier results in <out> made with other settings
     roles: bool = False  # LoCoMo: speakers as user / assistant, their names replaced (bench/roles.py)
     locomo: str | None = None  # LoCoMo-Plus: the LoCoMo file its cues are stitched into
+    filler: str | None = None  # updates: PrefEval's directory or filtered_inter_turns.json
+    split: str | None = None  # updates: dev (default), test or all
 
 
 class ResultLog:
@@ -130,6 +133,11 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     cfg["m_max_bounds"] = list(cfg["m_max_bounds"])
     model = None if opts.no_llm else config.resolved_llm_model()
     extra = {"locomo": str(Path(opts.locomo).resolve()) if opts.locomo else None} if opts.dataset == "locomo-plus" else {}
+    if opts.dataset == "updates":
+        from .updates import is_longmemeval
+
+        extra = {"filler": str(Path(opts.filler).resolve()) if opts.filler else None,
+                 "split": None if is_longmemeval(opts.file) else opts.split or "dev"}
     return {**extra, "dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
             "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
             "qa_turns": qa_turns, "roles": opts.roles, "config": cfg, "llm_model": model,
@@ -140,7 +148,7 @@ def _load(opts: BenchOptions) -> list[BenchConversation]:
     if opts.locomo and opts.dataset != "locomo-plus":
         raise ValueError(f"--locomo applies to locomo-plus only, not {opts.dataset}")
     if not opts.roles:
-        return load(opts.dataset, opts.file, locomo=opts.locomo)
+        return load(opts.dataset, opts.file, locomo=opts.locomo, filler=opts.filler, split=opts.split)
     if opts.dataset != "locomo":
         raise ValueError(f"--roles applies to locomo only (the speakers of {opts.dataset} are already roles)")
     from .roles import load_locomo_roles
@@ -168,6 +176,10 @@ def eligible_for_retrieval(dataset: str, q: BenchQuestion) -> bool:
 def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, units, ks, qa_turns: int,
                       session_of: dict[str, str]) -> dict[str, float]:
     """Metric name -> value for one ranking (see metrics.py for the definitions)."""
+    if dataset == "updates":  # the current (or old) fact first, before the stale one (bench/updates.py)
+        from .updates import update_metrics
+
+        return update_metrics(distinct(t for u in units for t in u.sources), q, ks)
     if dataset == "locomo-plus":  # any cue turn, and the cue's first turn, among the first k
         ranked = distinct(t for u in units for t in u.sources)
         return {**{f"recall_any@{k}": recall_any(ranked, q.gold_turns, k) for k in ks},
@@ -228,8 +240,14 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     from . import report
 
     t_start = time.perf_counter()
+    if not opts.file:
+        if opts.dataset != "updates":
+            raise ValueError(f"file: required for {opts.dataset} (the official file)")
+        from .updates import shipped_scenarios
+
+        opts = replace(opts, file=shipped_scenarios())
     config = _config(opts)
-    specs = resolve_systems(opts.systems)
+    specs = resolve_systems(opts.systems or (UPDATES_SYSTEMS if opts.dataset == "updates" else None))
     ks = sorted(set(opts.ks or DEFAULT_KS.get(opts.dataset, LOCOMO_KS)))
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
@@ -257,13 +275,19 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     if opts.roles:
         notes.append("Speakers as roles: speaker_a is `user`, speaker_b `assistant`, their first names replaced "
                      "in turns, captions and questions (nicknames kept).")
-    if opts.dataset in RETRIEVAL_ONLY:
+    if opts.dataset == "updates":
+        notes.append("Updates: retrieval only. Now-questions: current_first = the current fact's turn is the first "
+                     "distinct turn ranked, current_before_old = it ranks before the old fact's turn (an absent turn "
+                     "counts as after); past-questions: old_in_5 / old_first = the old fact's turn among the first 5 "
+                     "distinct turns / first; recall@k of the question's evidence turn.")
+    elif opts.dataset in RETRIEVAL_ONLY:
         notes.append("LoCoMo-Plus: retrieval only (the items carry no reference answer). Each trigger is asked of "
                      "its LoCoMo conversation with the item's cue added to the memory for that question only "
                      "(session `plus-<i>`; the store's files put back as they were after); recall_any@k: a cue "
                      "turn among the first k distinct turns, recall_first@k: the cue's first turn. A time gap "
                      "without a number (\"several months later\") counts as 0 days, as in the benchmark's "
                      "build_conv.py.")
+    if opts.dataset in RETRIEVAL_ONLY:
         specs = [s for s in specs if s.kind != "full_context"]
     elif llm is None:
         notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
