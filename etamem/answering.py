@@ -13,9 +13,17 @@ NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
 
 
 def format_memories(hits: list[Hit]) -> str:
-    """One line per hit, chronological: `[8 May 2023] (flat) Caroline went to ...`."""
+    """One line per hit, chronological: `[8 May 2023] (flat) Caroline went to ...`, with
+    `[no longer current]` / `[current; replaces an earlier memory]` on facts that changed."""
     ordered = sorted(hits, key=lambda h: (h.amu.timestamp, h.amu.amu_id))
-    return "\n".join(f"[{format_date(h.amu.timestamp)}] ({', '.join(h.views)}) {h.amu.text}" for h in ordered) or "(none)"
+
+    def note(h: Hit) -> str:
+        if h.superseded_by:
+            return " [no longer current: a later memory replaces it]"
+        return " [current; replaces an earlier memory]" if h.supersedes else ""
+
+    return "\n".join(f"[{format_date(h.amu.timestamp)}] ({', '.join(h.views)}) {h.amu.text}{note(h)}"
+                     for h in ordered) or "(none)"
 
 
 def format_source_turns(hits: list[Hit], sources: dict[str, Turn]) -> str:
@@ -45,8 +53,9 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
                    question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "") -> Answer:
     """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns;
     `time_summaries` is the Time-view section of the context packet."""
-    if llm is None:
-        text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)})." for h in hits[:n_sentences])
+    if llm is None:  # a fact that changed reads as such: "... (12 March 2024; no longer current)."
+        text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)}"
+                        f"{'; no longer current' if h.superseded_by else ''})." for h in hits[:n_sentences])
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
     prompt = render_prompt(
         f"answer_{style}", question=question, memories=format_memories(hits),

@@ -250,13 +250,16 @@ def cmd_inspect(args) -> int:
     with _memory(args, _existing_store(args.store)) as mem:
         space = ins.resolve_space(mem, args.space)
         if args.links:
-            from .fta.inspection import link_infos, render_links
+            from .fta.inspection import fact_chains, link_infos, render_chains, render_links
 
-            infos = link_infos(mem, space, args.amu)
+            infos, chains = link_infos(mem, space, args.amu), fact_chains(mem, space, args.amu)
             if args.json:
-                print(json.dumps([i.to_dict() for i in infos], indent=1, ensure_ascii=False))
+                print(json.dumps({"links": [i.to_dict() for i in infos],
+                                  "chains": [[s.to_dict() for s in c] for c in chains]}, indent=1, ensure_ascii=False))
             else:
                 _console().print(render_links(infos))
+                if chains:
+                    print(f"Facts that changed ({len(chains)}), oldest version first:\n{render_chains(chains)}")
             return 0
         if args.amu:
             data = ins.amu_paths(mem, space, args.amu)
@@ -367,7 +370,7 @@ def add_inspection_commands(sub, common, stats_parser) -> None:
     i.add_argument("--node", default=None, help="start node id (default: the root)")
     i.add_argument("--members", type=int, default=3, help="AMUs shown per leaf")
     i.add_argument("--amu", default=None, help="show where this AMU sits in each view")
-    i.add_argument("--links", action="store_true", help="FTA relation links of the space (of the --amu unit)")
+    i.add_argument("--links", action="store_true", help="relation links of the space (of the --amu unit) and the facts that changed")
     i.add_argument("--json", action="store_true")
     common(i)
     i.set_defaults(func=cmd_inspect)

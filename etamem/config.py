@@ -62,6 +62,11 @@ class Config:
     short_statements: bool = True  # rule extractor: keep short statements about the speaker ("I'm vegan.")
     resolve_dates: bool = True  # rule extractor: "yesterday" -> "yesterday (7 May 2023)" from the turn's time
 
+    # --- facts that change (etamem.supersession, etamem.currency) -----------------------------
+    supersession: str = "auto"  # "auto" (llm when configured, else rules) | "rules" | "llm" | "off"
+    supersession_floor: float = 0.4  # older units of the same speaker at or above this cosine are candidates
+    current_first: bool = True  # search: a superseded unit ranks right after what replaced it
+
     # --- time ------------------------------------------------------------------
     default_timezone: str = "UTC"  # applied to naive timestamps
 
@@ -306,6 +311,7 @@ def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | No
 _CHOICES = {
     "affect_backend": ("auto", "roberta", "vader"),
     "extractor": ("auto", "rule", "llm"),
+    "supersession": ("auto", "rules", "llm", "off"),
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),
     "routing": ("entropy", "mean"),

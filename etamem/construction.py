@@ -12,6 +12,7 @@ import numpy as np
 
 from .llm import cache_refs
 from .retrieval import turn_text
+from .store_schema import UnitExtras
 from .types import AMU, Turn
 
 CONTEXT_TURNS = 4  # earlier turns of the session given to the extractor with each turn
@@ -66,4 +67,24 @@ class AMUUnits:
     def build(self, engine, live, turns: list[Turn], complete: bool):
         units, text_vecs, affect_vecs, turn_vecs = build_units(
             turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine._timed)
-        return turns, units, text_vecs, affect_vecs, turn_vecs, None
+        classifier = engine.supersession
+        if classifier is None or not units:
+            return turns, units, text_vecs, affect_vecs, turn_vecs, None
+        with engine._timed("links"):
+            links = supersession_links(live, units, text_vecs, classifier, engine.config.supersession_floor)
+        return turns, units, text_vecs, affect_vecs, turn_vecs, UnitExtras(links=links) if links else None
+
+
+def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier, floor: float) -> list:
+    """`supersedes` links of new `units` (text vectors (n, d_t)) against the live space's stored
+    units nearest each (`SpaceIndex.flat_candidates`) and the batch's earlier units
+    (`etamem.supersession.find_supersessions`); the index is read under the space's read lock, the
+    classifier (maybe an LLM) runs outside it."""
+    from .supersession import find_supersessions, is_fact
+
+    near: list[list[tuple[AMU, float]]] = []
+    with live.rw.read():
+        for unit, vec in zip(units, np.asarray(text_vecs, np.float32)):
+            found = live.index.flat_candidates(vec, 32) if is_fact(unit.text) else []
+            near.append([(live.index.amu_of[s.key], s.cos) for s in found if s.key in live.index.amu_of])
+    return find_supersessions(units, text_vecs, near, classifier, floor=floor)

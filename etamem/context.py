@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable
 
+from .currency import status_note
 from .person_rewrite import capitalise, speaker_subject
 from .prompts_io import render_prompt
 from .timeparse import format_date
@@ -34,12 +35,15 @@ def _quote(text: str) -> str:
 
 def render_context(hits: list[Hit], *, now: datetime | None = None) -> str:
     """The prompt-ready memory block for `hits` (best first, `source_turns` filled): a quote
-    names its speaker as units do ("the user", a message's `name` with its role); an empty
-    memory renders as a block that says so."""
+    names its speaker as units do ("the user", a message's `name` with its role); a fact that
+    changed says which item is current (`etamem.currency.status_note`); an empty memory renders
+    as a block that says so."""
     lines: list[str] = []
     quoted: set[str] = set()
+    numbers = {h.amu.amu_id: i for i, h in enumerate(hits, 1)}
     for i, h in enumerate(hits, 1):
-        lines.append(f"{i}. [{format_date(h.amu.timestamp)}] {h.amu.text.strip()}")
+        note = status_note(h, numbers)  # a fact that changed: which item is current
+        lines.append(f"{i}. [{format_date(h.amu.timestamp)}] {h.amu.text.strip()}" + (f" ({note})" if note else ""))
         for t in h.source_turns:
             if t.turn_id in quoted or " ".join(t.text.split()) == " ".join(h.amu.text.split()):
                 continue

@@ -52,6 +52,7 @@ class Engine:
         self._llm_resolved = llm is not None
         self._extractor = extractor
         self._fta = None  # etamem.fta.engine.FTABuilder, built on the first FTA write
+        self._supersession, self._supersession_resolved = None, False  # etamem.supersession classifier
         self._live: dict[str, LiveSpace] = {}
         self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
@@ -117,6 +118,24 @@ class Engine:
                     self._extractor = rule
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
+
+    @property
+    def supersession(self):
+        """The classifier of `supersedes` links between AMUs (`etamem.supersession`), None when
+        `Config.supersession` is "off"."""
+        with self._lock:
+            if not self._supersession_resolved:
+                from .supersession import LLMSupersession, RuleSupersession
+
+                mode, rules = self.config.supersession, RuleSupersession(self.config.supersession_floor)
+                if mode == "llm" and self.llm is None:
+                    raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
+                use_llm = mode == "llm" or (mode == "auto" and self.llm is not None)
+                self._supersession = None if mode == "off" else (
+                    LLMSupersession(self.llm, rules, temperature=self.config.fta_construction_temperature)
+                    if use_llm else rules)
+                self._supersession_resolved = True
+            return self._supersession
 
     @property
     def fta(self):

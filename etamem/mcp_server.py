@@ -13,7 +13,7 @@ import os
 from typing import Union
 
 from . import tenancy
-from .server import MessageItem, TurnItem, hit_json, run_scoped, unit_json
+from .server import MessageItem, TurnItem, hit_json, run_scoped, unit_json, version_json
 from .types import UnknownIdError
 
 API_KEY_ENV = "ETAMEM_API_KEY"
@@ -41,8 +41,8 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         "Long-term memory of conversations. Store chat messages ({role, content}) or dialogue turns "
         "({speaker, text}) with add_memory (give ids: retries are then safe; times default to now); "
         "get a dated memory packet for your system prompt with get_context, find what was said with "
-        "search_memory (hits carry their source turns), answer questions from memory with answer, and "
-        "forget with delete_memory. Each tool works in one space (a user or an agent)."))
+        "search_memory (hits carry their source turns), answer questions from memory with answer, see how a fact changed "
+        "with memory_history, and forget with delete_memory. Each tool works in one space (a user or an agent)."))
     limiter = anyio.CapacityLimiter(4)
 
     def caller_of(ctx) -> tenancy.Caller:
@@ -95,6 +95,13 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         """Forget a memory unit (unit_id), a turn and its units (turn_id), or, with neither, the whole
         space. Returns how many units went."""
         return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, space, unit_id, turn_id=turn_id))}
+
+    @server.tool()
+    async def memory_history(space: str, unit_id: str, ctx: Context) -> dict:
+        """The versions of a remembered fact, oldest first (e.g. where the user lived before and
+        lives now), each with its status: "active" (current) or "superseded"."""
+        versions = await engine("get", ctx, memory.history, unit_id, space)
+        return {"versions": [version_json(v) for v in versions]}
 
     @server.tool()
     async def answer(space: str, question: str, ctx: Context, now: str | None = None,

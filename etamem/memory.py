@@ -137,15 +137,27 @@ class Memory(Engine):
                     "bm25_stemmer": live.index.amu_lex.stemmer}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
-        """One AMU by id (any status); KeyError if absent."""
-        found = self.store.amus(self._known_space(space), status=None, amu_ids=[amu_id])
+        """One AMU by id, with its status ("superseded" when a newer unit replaces it); KeyError
+        if absent."""
+        from .currency import with_status
+
+        space = self._known_space(space)
+        found = self.store.amus(space, status=None, amu_ids=[amu_id])
         if not found:
             raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
-        return found[0]
+        return with_status(found, self.store.unit_links(space, [amu_id]))[0]
 
-    def list(self, space: str = "default", status: str | None = "active") -> list[AMU]:
-        """AMUs of a space in insertion order (status=None: all statuses)."""
-        return self.store.amus(self._known_space(space), status=status)
+    def list(self, space: str = "default", status: str | None = None) -> list[AMU]:
+        """AMUs of a space in insertion order, each with its status: all of them (None), the
+        current ones ("active") or those a newer unit replaces ("superseded"; stored, indexed
+        and retrievable like the others)."""
+        from .currency import with_status
+
+        space = self._known_space(space)
+        if status not in (None, "active", "superseded"):
+            raise ValueError(f"status: expected 'active', 'superseded' or None, got {status!r}")
+        units = with_status(self.store.amus(space), self.store.unit_links(space))
+        return units if status is None else [u for u in units if u.status == status]
 
     def turns(self, space: str = "default", turn_ids: list[str] | None = None) -> list[Turn]:
         """Raw stored turns of a space in arrival order."""
@@ -247,21 +259,36 @@ class Memory(Engine):
         live = self._live.get(name)
         if live is not None:
             live.from_files = False  # its first search went well: later errors are not the files'
+        hits = result.hits
+        if self.config.current_first and hits:  # facts that changed: the current version first
+            from .currency import in_store
 
-        return replace(result, hits=with_sources(result.hits, lambda ids: self._turns_by_id(space, ids)))
+            hits = in_store(self.store, name, query, hits, windowed=result.window is not None)
+        return replace(result, hits=with_sources(hits, lambda ids: self._turns_by_id(space, ids)))
 
     def history(self, unit_id: str, space: str = "default") -> list:
-        """The versions of an FTA unit, oldest first: the units joined to it by updates /
-        contradicts / followup_of links (either way, any distance), itself included, each an
-        `etamem.fta.FTAUnit` with its lifecycle status. UnknownIdError when the space holds no
-        FTA unit `unit_id`."""
-        from .fta.engine import unit_history
+        """The versions of a fact, oldest first, `unit_id` included. AMUs: the units joined to it
+        by `supersedes` links (either way, any distance), each an `AMU` whose status says
+        whether it is current ("active") or "superseded". FTA units: the units joined by
+        supersedes / updates / contradicts / followup_of links, each an `etamem.fta.FTAUnit`
+        with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
+        space = self._known_space(space)
+        if self.store.unit_fields(space, [unit_id]):
+            from .fta.engine import unit_history
 
-        return unit_history(self.store, self._known_space(space), unit_id)
+            return unit_history(self.store, space, unit_id)
+        from .currency import versions
+
+        try:
+            return versions(unit_id, lambda ids: self.store.unit_links(space, ids),
+                            lambda ids: {a.amu_id: a for a in self.store.amus(space, status=None, amu_ids=ids)})
+        except KeyError:
+            raise UnknownIdError(f"no unit {unit_id!r} in space {space!r}") from None
 
     def links(self, space: str = "default", unit_id: str | None = None) -> list:
-        """The FTA relation links of the space (those touching `unit_id`), oldest first, as
-        `etamem.fta.Link` (from the newer unit to the older one, with a confidence)."""
+        """The relation links of the space (those touching `unit_id`), oldest first, as
+        `etamem.fta.Link` (from the newer unit to the older one, with a confidence): FTA-Mem's
+        relations, and `supersedes` between AMUs."""
         from .fta.links import Link
 
         space = self._known_space(space)

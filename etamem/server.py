@@ -59,7 +59,17 @@ def turn_json(t: Turn) -> dict[str, Any]:
 
 def hit_json(h: Hit) -> dict[str, Any]:
     return {"unit": unit_json(h.amu), "score": h.score, "views": list(h.views),
-            "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns]}
+            "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns],
+            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by)}
+
+
+def version_json(unit: Any) -> dict[str, Any]:
+    """One version of `Memory.history`: an AMU, or an FTA unit in the same shape."""
+    if isinstance(unit, AMU):
+        return unit_json(unit)
+    return {"amu_id": unit.unit_id, "text": unit.text, "speaker": unit.speaker,
+            "timestamp": unit.dialogue_time.isoformat(), "session_id": unit.session_id,
+            "source_turn_ids": list(unit.turn_ids), "status": unit.status, "space": unit.space}
 
 
 # --- the two shapes of an item to add -----------------------------------------------------------
@@ -422,6 +432,11 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return await engine("stats", who, memory.stats, space)
 
     # ids may hold '/': `:path` takes the rest of the path whole (these routes come after the fixed ones)
+    @app.get("/v1/spaces/{space}/history/{amu_id:path}")
+    async def history(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
+        versions = await engine("get", who, memory.history, amu_id, space)
+        return {"versions": [version_json(v) for v in versions]}
+
     @app.get("/v1/spaces/{space}/units/{amu_id:path}")
     async def get(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
         return unit_json(await engine("get", who, memory.get, amu_id, space))

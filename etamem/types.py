@@ -60,13 +60,17 @@ class AMU:
 class Hit:
     """A retrieved AMU with its score, the view(s) that found it and its source turns: their ids,
     and (`source_turns`, filled by `Memory.retrieve` / `search` / `answer`) the stored turns
-    themselves (speaker, time, text), in the order of `source_turn_ids`."""
+    themselves (speaker, time, text), in the order of `source_turn_ids`. `supersedes` /
+    `superseded_by`: ids of the units this one replaces / that replace it (a fact that changed,
+    see `etamem.currency`); views `("current",)`: brought in as the current version of a hit."""
 
     amu: AMU
     score: float
     views: tuple[str, ...]
     source_turn_ids: tuple[str, ...]
     source_turns: tuple[Turn, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    superseded_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

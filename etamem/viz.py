@@ -115,6 +115,11 @@ if(data.links&&data.links.length){var ls=el("section","view");ls.id="links";
     tr.appendChild(el("td",null,k.relation+" ("+k.confidence.toFixed(2)+")"));
     tr.appendChild(el("td",null,k.target_text+" ["+k.target+", "+k.target_status+"]"));lt.appendChild(tr);});
   ls.appendChild(lt);document.getElementById("views").appendChild(ls);}
+if(data.chains&&data.chains.length){var cs=el("section","view");cs.id="chains";
+  cs.appendChild(el("h2",null,"Facts that changed (oldest version first)"));var cl=el("ul");
+  data.chains.forEach(function(c){cl.appendChild(el("li",null,c.map(function(x){
+    return x.text+" ["+x.said.slice(0,10)+", "+x.status+"]";}).join(" \u2192 ")));});
+  cs.appendChild(cl);document.getElementById("views").appendChild(cs);}
 if(opts.node&&labels[opts.node])show(labels[opts.node][0],labels[opts.node][1]);
 document.body.dataset.rendered=String(document.querySelectorAll("li.node").length);
 })();
@@ -122,19 +127,23 @@ document.body.dataset.rendered=String(document.querySelectorAll("li.node").lengt
 """
 
 
-def render_html(stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None) -> str:
+def render_html(stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None,
+                chains: list | None = None) -> str:
     """The page as a string: data embedded as JSON (with `</` escaped), no external URL; `links`
-    (`etamem.fta.inspection.LinkInfo`s) add a "Relation links" section."""
+    (`etamem.fta.inspection.LinkInfo`s) add a "Relation links" section, `chains` (lists of
+    `ChainStep`) a "Facts that changed" one."""
     data = {"stats": stats.to_dict(), "order": [v for v in VIEWS if v in views],
-            "views": {k: n.to_dict() for k, n in views.items()}, "links": [i.to_dict() for i in links or []]}
+            "views": {k: n.to_dict() for k, n in views.items()}, "links": [i.to_dict() for i in links or []],
+            "chains": [[s.to_dict() for s in c] for c in chains or []]}
     blob = json.dumps(data, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
     title = stats.space.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return PAGE.replace("__TITLE__", title).replace("__DATA__", blob)
 
 
-def write_html(path, stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None) -> Path:
+def write_html(path, stats: SpaceStats, views: dict[str, NodeInfo], links: list | None = None,
+               chains: list | None = None) -> Path:
     path = Path(path)
-    atomic_write(path, render_html(stats, views, links))
+    atomic_write(path, render_html(stats, views, links, chains))
     return path
 
 
@@ -271,10 +280,10 @@ def write_all(mem, space: str, out_dir, *, method: str = "pca", plots: bool = Tr
     """index.html plus (with `plots`) the four PNGs for one space; returns the paths written."""
     stats = space_stats(mem, space)
     views = {v: subtree(mem, stats.space, v) for v in VIEWS}
-    from .fta.inspection import link_infos
+    from .fta.inspection import fact_chains, link_infos
 
     out = Path(out_dir)
-    paths = [write_html(out / "index.html", stats, views, link_infos(mem, stats.space))]
+    paths = [write_html(out / "index.html", stats, views, link_infos(mem, stats.space), fact_chains(mem, stats.space))]
     if plots:
         paths += write_plots(out, stats, views, projection(mem, stats.space, method))
     return paths

@@ -48,10 +48,10 @@ def unit(uid: str, text: str, *, day: int = 0, speaker: str = "Caroline", sessio
 
 # --- rules -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("old,new,relation", [
-    ("Caroline lives in Boston.", "Caroline lives in Seattle now.", "updates"),
-    ("Caroline's favourite colour is green.", "Caroline's favourite colour is orange.", "updates"),
-    ("Caroline has 2 dogs.", "Caroline has 3 dogs.", "updates"),
-    ("Caroline works at a bakery.", "Caroline works at a hospital now.", "updates"),
+    ("Caroline lives in Boston.", "Caroline lives in Seattle now.", "supersedes"),
+    ("Caroline's favourite colour is green.", "Caroline's favourite colour is orange.", "supersedes"),
+    ("Caroline has 2 dogs.", "Caroline has 3 dogs.", "supersedes"),
+    ("Caroline works at a bakery.", "Caroline works at a hospital now.", "supersedes"),
     ("Caroline likes running.", "Caroline doesn't like running.", "contradicts"),
     ("Caroline loves jazz.", "Caroline hates jazz.", "contradicts"),
     ("Caroline is vegetarian.", "Caroline is not vegetarian.", "contradicts"),
@@ -105,7 +105,7 @@ def test_update_and_contradiction_set_statuses_and_history_runs_oldest_to_newest
     g.add([boston, jazz])
     assert g.links == []
     links = g.add([seattle])
-    assert [(l.source, l.target, l.relation) for l in links] == [("u3", "u1", "updates")]
+    assert [(l.source, l.target, l.relation) for l in links] == [("u3", "u1", "supersedes")]
     assert 0.5 < links[0].confidence <= 1.0
     g.add([denver, hates])
     status = {uid: u.status for uid, u in g.units.items()}
@@ -115,8 +115,8 @@ def test_update_and_contradiction_set_statuses_and_history_runs_oldest_to_newest
     assert [u.unit_id for u in g.history("u5")] == ["u2", "u5"]
     # stored once, read from both ends
     ends = g.links_of("u3")
-    assert LinkEnd("u1", "updates", ends[0].confidence, True) in ends
-    assert any(e.unit_id == "u4" and e.relation == "updated_by" and not e.outgoing for e in ends)
+    assert LinkEnd("u1", "supersedes", ends[0].confidence, True) in ends
+    assert any(e.unit_id == "u4" and e.relation == "superseded_by" and not e.outgoing for e in ends)
     assert [e.relation for e in g.links_of("u2")] == ["contradicted_by"]
     assert sum(1 for l in g.links if {l.source, l.target} == {"u2", "u5"}) == 1
     with pytest.raises(ValueError, match="already stored"):
@@ -182,7 +182,7 @@ def test_parse_link_reply():
 
 def test_llm_links_one_call_per_unit_with_neighbours_and_rule_fallback(chat_server, minilm):
     chat_server.script(
-        json.dumps({"links": [{"id": "u1", "relation": "updates", "confidence": "high"}]}),   # for u3
+        json.dumps({"links": [{"id": "u1", "relation": "supersedes", "confidence": "high"}]}),   # for u3
         json.dumps({"links": []}),                                                           # for u4: no relation
         json.dumps({"links": [{"id": "nope", "relation": "contradicts"}]}),                  # for u5: bad id -> rules
     )
@@ -211,6 +211,6 @@ def test_llm_links_without_a_reply_raise(chat_server, minilm):
 def test_rule_classifier_skips_units_without_ids():
     new = unit("n", "Caroline lives in Seattle now.", day=5)
     old = unit("o", "Caroline lives in Boston.")
-    assert RuleLinkClassifier().classify(new, [Neighbour(old, 0.7)]) == [("o", "updates", 0.85)]
+    assert RuleLinkClassifier().classify(new, [Neighbour(old, 0.7)]) == [("o", "supersedes", 0.85)]
     from dataclasses import replace
     assert RuleLinkClassifier().classify(new, [Neighbour(replace(old, unit_id=None), 0.7)]) == []

@@ -79,9 +79,9 @@ def test_a_new_session_finalises_the_previous_one_and_links_updates_and_contradi
     mem.end_session()
     links = mem.links()
     relations = {(l.relation) for l in links}
-    assert {"updates", "contradicts"} <= relations, links
+    assert {"supersedes", "contradicts"} <= relations, links
     by_id = {u.amu_id: u for u in mem.list()}
-    moved = next(l for l in links if l.relation == "updates" and "Seattle" in by_id[l.source].text)
+    moved = next(l for l in links if l.relation == "supersedes" and "Seattle" in by_id[l.source].text)
     assert "Boston" in by_id[moved.target].text
     chain = mem.history(moved.target)
     assert [u.unit_id for u in chain][-2:] == [moved.target, moved.source]
@@ -108,7 +108,7 @@ def test_deleting_the_newer_unit_restores_the_older_one_and_forgets_its_text(fta
     mem.add(turns(SESSION_1, "s1", 0))
     mem.add(turns(SESSION_2, "s2", 40))
     mem.end_session()
-    moved = next(l for l in mem.links() if l.relation == "updates")
+    moved = next(l for l in mem.links() if l.relation == "supersedes")
     newer_text = mem.get(moved.source).text
     mem.delete(amu_id=moved.source)
     assert all(moved.source not in (l.source, l.target) for l in mem.links())
@@ -240,7 +240,7 @@ def scripted_llm(request: dict) -> str:
         links = []
         for uid, text in re.findall(r"^- (\S+) \(said [^)]*\): (.*)$", prompt.split("Older units:", 1)[1], re.M):
             if "Seattle" in new and "Boston" in text:
-                links.append({"id": uid, "relation": "updates", "confidence": "high"})
+                links.append({"id": uid, "relation": "supersedes", "confidence": "high"})
             else:
                 links.append({"id": uid, "relation": "none", "confidence": "low"})
         return json.dumps({"links": links})
@@ -269,7 +269,7 @@ def test_llm_path_end_to_end_counts_calls_per_stage(tmp_path, minilm, chat_serve
     fields = mem.history(camping.amu_id)[-1]
     assert fields.completeness == "complete" and len(fields.evidence) == 2
     assert usage["fta_link"].calls >= 1
-    moved = [l for l in mem.links() if l.relation == "updates"]
+    moved = [l for l in mem.links() if l.relation == "supersedes"]
     assert len(moved) == 1 and mem.get(moved[0].target).text == "Caroline lives in Boston."
     assert [u.status for u in mem.history(moved[0].source)] == ["superseded", "final"]
     # construction at the paper's temperature 0.7 (fta_construction_temperature), rewrite and answer at 0
@@ -303,11 +303,14 @@ def test_inspect_shows_links_on_the_command_line_and_the_html_page(fta_mem, tmp_
     mem.close()
     assert "Relation links" in page and all(l.source in page and l.target in page for l in links)
     assert main(["-q", "inspect", str(tmp_path / "store"), "--links", "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    shown = printed["links"]
     assert [(i["source"], i["target"], i["relation"]) for i in shown] == [(l.source, l.target, l.relation)
                                                                          for l in links]
-    updated = next(i for i in shown if i["relation"] == "updates")
+    updated = next(i for i in shown if i["relation"] == "supersedes")
     assert updated["target_status"] == "superseded" and "Boston" in updated["target_text"]
+    chain = next(c for c in printed["chains"] if any(s["unit_id"] == updated["target"] for s in c))
+    assert chain[0]["status"] == "superseded" and chain[-1]["status"] != "superseded"  # oldest first, current last
     assert main(["-q", "inspect", str(tmp_path / "store"), "--links", "--amu", updated["target"]]) == 0
     out = capsys.readouterr().out
-    assert "updates" in out and "1 relation links" in out
+    assert "supersedes" in out and "1 relation links" in out

@@ -43,7 +43,7 @@ TURNS = [Turn("s1:0", "s1", "caroline", "I went to a LGBTQ support group last we
 
 # --- packet ------------------------------------------------------------------------------------
 def test_packet_has_four_sections_with_dates_anchors_status_and_links():
-    text = render_packet([OLD, NEW, PLAN], [(JOB, "updated_by", "fta-old")], [("s1", TURNS)],
+    text = render_packet([OLD, NEW, PLAN], [(JOB, "superseded_by", "fta-old")], [("s1", TURNS)],
                          "Caroline: transgender woman; wants to become a counsellor.")
     heads = [text.index(h) for h in SECTIONS]
     assert heads == sorted(heads)
@@ -57,7 +57,7 @@ def test_packet_has_four_sections_with_dates_anchors_status_and_links():
     assert "intends to apply to counselling school" in lines[2]
     assert "current (pending: outcome not yet known)" in lines[2]
     assert neighbours.splitlines()[1].startswith("N1. [6 May 2023] Caroline now works at a youth centre.")
-    assert neighbours.rstrip().endswith("| link: newer version: updates M1")
+    assert neighbours.rstrip().endswith("| link: newer version: replaces M1")
     assert spans.strip().splitlines()[1:] == ["Session s1 (8 May 2023):",
                                       "  [8 May 2023] Caroline: I went to a LGBTQ support group last week!",
                                       "  [8 May 2023] Melanie: That's amazing, Caroline!"]
@@ -68,15 +68,15 @@ def test_packet_has_four_sections_with_dates_anchors_status_and_links():
 
 
 def test_packet_relations_read_from_the_primary_side():
-    text = render_packet([NEW], [(OLD, "updates", "fta-new"), (JOB, "same_episode_as", "fta-missing"),
+    text = render_packet([NEW], [(OLD, "supersedes", "fta-new"), (JOB, "same_episode_as", "fta-missing"),
                                  (PLAN, "contradicted_by", "fta-new")], [], "")
-    assert "| link: older version, updated by M1" in text
+    assert "| link: older version, replaced by M1" in text
     assert "| link: same episode as fta-missing" in text   # a primary not in the packet: its id
     assert "| link: contradicts M1" in text
 
 
 def test_flat_packet_is_one_plain_list_of_units_with_dates():
-    text = render_packet([OLD, NEW], [(JOB, "updated_by", "fta-old"), (NEW, "same_episode_as", "fta-old")],
+    text = render_packet([OLD, NEW], [(JOB, "superseded_by", "fta-old"), (NEW, "same_episode_as", "fta-old")],
                          [("s1", TURNS)], "profile text", flat=True)
     assert text.splitlines() == ["- [8 April 2023] Caroline works at a bakery.",
                                  "- [8 May 2023] Caroline went to an LGBTQ support group last week; it made her "

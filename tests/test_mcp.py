@@ -52,11 +52,16 @@ def test_tools_in_process_with_tenancy(memory):
     async def session(server):
         async with Client(server) as c:
             names = {t.name for t in (await c.list_tools()).tools}
-            assert names == {"add_memory", "search_memory", "get_context", "delete_memory", "answer"}
+            assert names == {"add_memory", "search_memory", "get_context", "delete_memory", "answer", "memory_history"}
             added = payload(await c.call_tool("add_memory", {"space": "alice", "turns": TURNS}))
             assert added["units"] and added["units"][0]["text"].startswith("Ana adopted")
             hits = payload(await c.call_tool("search_memory", {"space": "alice", "query": "Which cat did Ana adopt?", "top_k": 2}))
             assert "Miso" in hits["hits"][0]["unit"]["text"] and len(hits["hits"]) <= 2
+            assert {"supersedes", "superseded_by"} <= set(hits["hits"][0])
+            first = hits["hits"][0]["unit"]["amu_id"]
+            versions = payload(await c.call_tool("memory_history", {"space": "alice", "unit_id": first}))["versions"]
+            assert [v["amu_id"] for v in versions] == [first] and versions[0]["status"] == "active"
+            assert "no unit" in error(await c.call_tool("memory_history", {"space": "alice", "unit_id": "nope"}))
             ans = payload(await c.call_tool("answer", {"space": "alice", "question": "What is the cat called?"}))
             assert "Miso" in ans["text"] and ans["evidence"]
             assert "not one of the spaces" in error(await c.call_tool("search_memory", {"space": "bob", "query": "cat"}))

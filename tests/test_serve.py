@@ -60,6 +60,7 @@ def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
         ("POST", f"/v1/spaces/{space}/context", {"query": "What pet does Ana have?"}),
         ("GET", f"/v1/spaces/{space}/units", None),
         ("GET", f"/v1/spaces/{space}/units/{unit}", None),
+        ("GET", f"/v1/spaces/{space}/history/{unit}", None),
         ("GET", f"/v1/spaces/{space}/stats", None),
         ("DELETE", f"/v1/spaces/{space}/units/{unit}", None),
         ("DELETE", f"/v1/spaces/{space}/turns/t2", None),
@@ -67,7 +68,7 @@ def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
     ]
 
 
-ROUTE_NAMES = ["add", "search", "answer", "context", "list", "get", "stats", "delete-unit", "delete-turn", "delete-space"]
+ROUTE_NAMES = ["add", "search", "answer", "context", "list", "get", "history", "stats", "delete-unit", "delete-turn", "delete-space"]
 
 
 @pytest.mark.parametrize("route", range(len(ROUTE_NAMES)), ids=ROUTE_NAMES)

@@ -22,10 +22,12 @@ variant.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
+from ..currency import in_store
 from ..retrieval import RetrievalResult, Scored, SpaceIndex, query_vector, route, search_space
 from ..retrieval.retriever import top_similarities
 from ..retrieval.temporal import is_when_question, parse_time_window
@@ -96,5 +98,9 @@ def split_retrieve(semantic_mem, base_mem, query: str, space: str, *, top_k: int
     q_affect = base_mem.affect_tagger.tag([query]).embeddings[0]
     with sem_live.rw.read(), base_live.rw.read():
         index = SplitIndex(sem_live.index, base_live.index)
-        return search_space(index, base_live.turns, query, q_text, q_affect, top_k, config, base_live.name,
-                            now=when, views=views, routing=routing, fallback=fallback, named=named)
+        result = search_space(index, base_live.turns, query, q_text, q_affect, top_k, config, base_live.name,
+                              now=when, views=views, routing=routing, fallback=fallback, named=named)
+    if not (config.current_first and result.hits):
+        return result
+    return replace(result, hits=in_store(base_mem.store, base_live.name, query, result.hits,
+                                         windowed=result.window is not None))

@@ -243,10 +243,11 @@ def forget_extras(store, space: str, units: Sequence[AMU], dropped: Sequence[str
     turns = set(dropped) | {t.turn_id for t in rewritten} | {t for u in units for t in u.source_turn_ids}
     lifecycle: dict[str, str] = {}
     rows = store.unit_links(space, sorted(gone)) if gone else []
-    for old in {dst for src, dst, rel, _ in rows if src in gone and rel in LIFECYCLE} - gone:
+    retiring = {**LIFECYCLE, "updates": "superseded"}  # before supersedes existed, updates retired the older
+    for old in {dst for src, dst, rel, _ in rows if src in gone and rel in retiring} - gone:
         still = [(src, rel) for src, dst, rel, _ in store.unit_links(space, [old])
-                 if dst == old and rel in LIFECYCLE and src not in gone]
-        lifecycle[old] = LIFECYCLE[still[-1][1]] if still else "final"
+                 if dst == old and rel in retiring and src not in gone]
+        lifecycle[old] = retiring[still[-1][1]] if still else "final"
     carried = [u for u in units_from_json(store.get_space_meta(space, CARRIED_KEY)) if not set(u.turn_ids) & turns]
     meta = {CARRIED_KEY: units_to_json(carried)}
     profiles = store.get_space_meta(space, PROFILES_KEY)

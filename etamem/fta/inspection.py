@@ -1,8 +1,11 @@
-"""Inspecting FTA relation links: `etamem inspect STORE --links [--amu ID]` and the HTML page's
-"Relation links" section.
+"""Inspecting relation links: `etamem inspect STORE --links [--amu ID]` and the HTML page's
+"Relation links" and "Facts that changed" sections (FTA-Mem's relations, and `supersedes`
+between AMUs).
 
 `link_infos(mem, space, unit_id=None)` lists the space's links (those touching `unit_id`) with
-both units' texts and lifecycle; `render_links(infos)` is the terminal table.
+both units' texts and lifecycle; `render_links(infos)` is the terminal table; `fact_chains(mem,
+space, unit_id=None)` the versions of each fact that changed, oldest first (`Memory.history`),
+`render_chains(chains)` their terminal lines.
 """
 from __future__ import annotations
 
@@ -32,11 +35,13 @@ def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     from .engine import load_units
 
     links = mem.links(space, unit_id)
-    units = load_units(mem.store, space, sorted({x for link in links for x in (link.source, link.target)}))
+    ids = sorted({x for link in links for x in (link.source, link.target)})
+    units = {uid: (u.text, u.status) for uid, u in load_units(mem.store, space, ids).items()}
+    amus = [i for i in ids if i not in units]  # AMUs (supersedes links): status from the links
+    units.update((a.amu_id, (a.text, a.status)) for a in mem.list(space, status=None) if a.amu_id in set(amus))
 
     def end(uid: str) -> tuple[str, str]:
-        u = units.get(uid)
-        return ("(deleted)", "") if u is None else (u.text, u.status)
+        return units.get(uid, ("(deleted)", ""))
 
     out = []
     for link in links:
@@ -44,6 +49,43 @@ def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
         out.append(LinkInfo(link.source, link.target, link.relation, round(link.confidence, 3), s_text, t_text,
                             s_status, t_status))
     return out
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One version of a fact that changed: unit id, text, date said (ISO), status."""
+
+    unit_id: str
+    text: str
+    said: str
+    status: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fact_chains(mem, space: str, unit_id: str | None = None) -> list[list[ChainStep]]:
+    """The versions of every fact of `space` that changed (those of `unit_id`), each chain oldest
+    first, chains in the order of their newest version."""
+    from ..supersession import REPLACING
+
+    links = [link for link in mem.links(space, unit_id) if link.relation in REPLACING]
+    seen: set[str] = set()
+    chains = []
+    for link in links:
+        if link.source in seen:
+            continue
+        versions = mem.history(link.source, space)
+        ids = [getattr(v, "amu_id", None) or v.unit_id for v in versions]
+        seen.update(ids)
+        chains.append([ChainStep(i, v.text, (getattr(v, "timestamp", None) or v.dialogue_time).isoformat(),
+                                 v.status) for i, v in zip(ids, versions)])
+    return sorted(chains, key=lambda c: c[-1].said)
+
+
+def render_chains(chains: list[list[ChainStep]]) -> str:
+    """One line per chain: `text [date, status] -> text [date, status]`."""
+    return "\n".join(" -> ".join(f"{s.text} [{s.said[:10]}, {s.status}]" for s in chain) for chain in chains)
 
 
 def render_links(infos: list[LinkInfo]):
@@ -59,4 +101,4 @@ def render_links(infos: list[LinkInfo]):
     return table
 
 
-__all__ = ["LinkInfo", "link_infos", "render_links"]
+__all__ = ["ChainStep", "LinkInfo", "fact_chains", "link_infos", "render_chains", "render_links"]

@@ -4,14 +4,17 @@ For each new unit, the nearest older units (by dialogue time) of the space are f
 cosine of their fact texts: the `top_m` most similar at or above `floor` that share a
 participant. Each pair is classified, from the new unit to the older one, as
 
-    same_episode_as | updates | contradicts | followup_of | supports | none
+    same_episode_as | supersedes | updates | contradicts | followup_of | supports | none
 
 by offline rules (`classify_pair`) or by the LLM (`LLMLinkClassifier`, rules on an unusable
-reply). A link is stored once with its direction and read from both ends (`UnitGraph.links_of`
-shows "updated_by", "contradicted_by", ... at the older end). Lifecycle: the older unit of an
-`updates` link becomes `superseded`, of a `contradicts` link `contradicted` (the latest such
-link decides); both stay stored and retrievable. `history(unit_id)` is the unit's chain of
-versions (units joined by updates / contradicts / followup_of links), oldest to newest.
+reply). `supersedes`: the newer unit replaces the older (another value of the same attribute,
+`etamem.supersession`); `updates` (the paper's sense): it adds detail or progress, the older
+stays true. A link is stored once with its direction and read from both ends
+(`UnitGraph.links_of` shows "superseded_by", "contradicted_by", ... at the older end).
+Lifecycle: the older unit of a `supersedes` link becomes `superseded`, of a `contradicts` link
+`contradicted` (the latest such link decides); both stay stored and retrievable.
+`history(unit_id)` is the unit's chain of versions (units joined by supersedes / updates /
+contradicts / followup_of links), oldest to newest.
 """
 from __future__ import annotations
 
@@ -26,16 +29,17 @@ import numpy as np
 from ..extraction import prompt_datetime
 from ..llm import LLMError, LLMUnavailable
 from ..prompts_io import load_prompt, render_prompt
+from ..supersession import DISLIKE, LIKE, NEGATION, attitude, negated, supersedes
 from . import rules
 from .units import FTAUnit, retrieval_text
 
 logger = logging.getLogger(__name__)
 
-RELATIONS = ("same_episode_as", "updates", "contradicts", "followup_of", "supports")
-INVERSE = {"same_episode_as": "same_episode_as", "updates": "updated_by", "contradicts": "contradicted_by",
-           "followup_of": "followed_up_by", "supports": "supported_by"}
-LIFECYCLE = {"updates": "superseded", "contradicts": "contradicted"}
-HISTORY_RELATIONS = ("updates", "contradicts", "followup_of")
+RELATIONS = ("same_episode_as", "supersedes", "updates", "contradicts", "followup_of", "supports")
+INVERSE = {"same_episode_as": "same_episode_as", "supersedes": "superseded_by", "updates": "updated_by",
+           "contradicts": "contradicted_by", "followup_of": "followed_up_by", "supports": "supported_by"}
+LIFECYCLE = {"supersedes": "superseded", "contradicts": "contradicted"}
+HISTORY_RELATIONS = ("supersedes", "updates", "contradicts", "followup_of")
 CONFIDENCE_WORDS = {"low": 0.3, "medium": 0.6, "high": 0.9}
 
 
@@ -51,8 +55,8 @@ class Link:
 
 @dataclass(frozen=True)
 class LinkEnd:
-    """A link seen from one unit: the other unit, the relation read from this side ("updates"
-    when this unit is the newer one, "updated_by" when it is the older), the confidence."""
+    """A link seen from one unit: the other unit, the relation read from this side ("supersedes"
+    when this unit is the newer one, "superseded_by" when it is the older), the confidence."""
 
     unit_id: str
     relation: str
@@ -103,10 +107,6 @@ def nearest_older(unit: FTAUnit, vector: np.ndarray, pool: Sequence[FTAUnit], ve
 
 
 # --- rule classification -----------------------------------------------------------------------
-_NEG = re.compile(r"\b(?:not|no|never|nobody|nothing|neither|nor|none|cannot|\w+n't|dont|doesnt|didnt|isnt|wasnt"
-                  r"|arent|werent|cant|wont|hasnt|havent|hadnt|couldnt|wouldnt|shouldnt)\b", re.IGNORECASE)
-_LIKE = re.compile(r"\b(?:like[sd]?|lov(?:e|es|ed)|enjoy(?:s|ed)?|prefer(?:s|red)?|fond)\b", re.IGNORECASE)
-_DISLIKE = re.compile(r"\b(?:hat(?:e|es|ed)|dislik(?:e|es|ed)|detest(?:s|ed)?|can't stand)\b", re.IGNORECASE)
 _FILLER = {"now", "currently", "still", "also", "actually", "really", "just", "recently", "lately", "anymore",
            "already", "these", "days", "nowadays", "then"}
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -124,17 +124,6 @@ def link_text(unit: FTAUnit) -> str:
     """The text compared for linking: the fact without a leading "<speaker> said: " (shared by
     every attributed statement of a speaker, it would make them all look alike)."""
     return _SAID.sub("", unit.text, count=1)
-
-
-def _negated(text: str) -> bool:
-    return len(_NEG.findall(text.replace("\u2019", "'"))) % 2 == 1
-
-
-def _attitude(text: str) -> int:
-    """+1 likes, -1 dislikes, 0 neither; a negation flips it ("doesn't like" = -1)."""
-    t = text.replace("\u2019", "'")
-    sign = 1 if _LIKE.search(t) else -1 if _DISLIKE.search(t) else 0
-    return -sign if sign and _negated(t) else sign
 
 
 def _tokens(text: str) -> list[str]:
@@ -178,7 +167,7 @@ def _topic_without_stance(text: str, names: frozenset[str]) -> set[str]:
     """Topic stems once negations and like/dislike words are taken out (what the text is about,
     not the stance it takes)."""
     t = text.replace("\u2019", "'")
-    for pattern in (_NEG, _LIKE, _DISLIKE):
+    for pattern in (NEGATION, LIKE, DISLIKE):
         t = pattern.sub(" ", t)
     return rules.topic_stems(t, names)
 
@@ -204,8 +193,9 @@ def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: floa
     unit, no plan) with cosine >= `strict`, compared as whole texts and clause by clause
     (`_clauses`). In order: contradicts (the topic words of one are (mostly) in the other once
     stance words are taken out, and one is negated or likes what the other dislikes);
-    updates (same subject and state-like predicate up to a value slot, a different short value;
-    neither a past event nor a plan); followup_of (the older is a plan, the newer a later
+    supersedes (same subject and state-like predicate up to a value slot, a different short
+    value, neither a past event nor a plan; or the shared rules of `etamem.supersession.supersedes`
+    between the two facts, e.g. "moved to", "stopped", "new manager"); followup_of (the older is a plan, the newer a later
     past/present report about the same things);
     same_episode_as (same session, cosine >= `same_episode`); supports (cosine >= `supports`)."""
     names = frozenset(p.lower() for p in new.participants + old.participants)
@@ -219,13 +209,17 @@ def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: floa
     for text_o, text_n in pairs:
         if _overlap(_topic_without_stance(text_n, names), _topic_without_stance(text_o, names)) < 0.5:
             continue
-        att_n, att_o = _attitude(text_n), _attitude(text_o)
-        if (att_n and att_o and att_n != att_o) or (not (att_n or att_o) and _negated(text_n) != _negated(text_o)):
+        att_n, att_o = attitude(text_n), attitude(text_o)
+        if (att_n and att_o and att_n != att_o) or (not (att_n or att_o) and negated(text_n) != negated(text_o)):
             return "contradicts", conf
     # whole texts: not between past events; clauses: the state predicate in the shared prefix decides
     if pairs and (not (_is_event(new) or _is_event(old)) and _same_attribute_new_value(*pairs[0])
                   or any(_same_attribute_new_value(a, b) for a, b in pairs[1:])):
-        return "updates", conf
+        return "supersedes", conf
+    if new.speaker == old.speaker and " asked: " not in new.text and " asked: " not in old.text \
+            and not (_is_event(old) or _is_plan(old) or _is_plan(new)) \
+            and supersedes(link_text(new), link_text(old), similarity, speaker=new.speaker, floor=0.4) is not None:
+        return "supersedes", conf
     if old.content_type == "homework_or_plan" and not _is_plan(new) \
             and new.time.orientation in ("past", "present", "mixed") and new.dialogue_time >= old.dialogue_time \
             and _overlap(sn, so) >= 0.5:

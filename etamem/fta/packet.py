@@ -32,8 +32,10 @@ SECTIONS = ("# Primary memory units", "# Linked neighbour units", "# Source dial
 
 # how a neighbour stands to its primary unit P, keyed by the relation read from P's side
 _RELATION_PHRASES = {
-    "updates": "older version, updated by {p}",
-    "updated_by": "newer version: updates {p}",
+    "supersedes": "older version, replaced by {p}",
+    "superseded_by": "newer version: replaces {p}",
+    "updates": "earlier unit that {p} adds to",
+    "updated_by": "adds detail or progress to {p}",
     "contradicts": "contradicted by {p}",
     "contradicted_by": "contradicts {p}",
     "followup_of": "earlier unit that {p} follows up",

@@ -103,7 +103,7 @@ _FORM_TYPES: dict[str, frozenset[str]] = {
     "plan": frozenset({"homework_or_plan"}),
     "preference": frozenset({"belief_candidate"}),
 }
-_PRIORITY = ("updates", "contradicts", "followup_of", "same_episode_as", "supports")
+_PRIORITY = ("supersedes", "updates", "contradicts", "followup_of", "same_episode_as", "supports")
 _BASE_RELATION = {**{r: r for r in RELATIONS}, **{inv: r for r, inv in INVERSE.items()}}
 
 
