@@ -9,14 +9,16 @@ newer end exist (deleting the newer unit removes the link: the older is current 
 Offline rules (`supersedes`), for a new unit and an older unit of the same speaker, both short
 statements (no question, no request, no plan), cosine at least `floor`:
 
-1. same subject: they share a topic word (stance, negation and change words aside) or name the
-   same exclusive attribute (where one lives, who employs them, their diet, their relationship),
-   and they are about the same holder ("my brother lives in Tokyo" is not about where I live);
+1. same subject: they share a topic word (stance, negation, change and date words aside) or
+   name the same exclusive attribute (CATEGORIES: where one lives, who employs one, one's diet,
+   income, school, relationship), and they are about the same holder ("my brother lives in
+   Tokyo" is not about where I live);
 2. and a change: the newer says so ("moved", "switched", "stopped", "no longer", "not ...
    anymore", "now", "new manager", "pushed back to", ...), or takes the opposite stance on the
    shared topic ("loves horror movies" -> "can't stand horror movies"), or restates the same
    attribute frame with another value ("lives in Denver" -> "lives in Austin"; the frame must
-   carry its own word: "is vegan" -> "is gluten-free" is not one attribute).
+   carry its own word: "is vegan" -> "is gluten-free" is not one attribute), or gives another
+   value of an attribute with a closed set of values (REGIMES: a diet, how one gets to work).
 
 `LLMSupersession` asks the configured LLM instead (prompt `prompts/supersession.txt`), with the
 rules as fallback for an unusable reply. `find_supersessions` proposes the candidates (nearest
@@ -24,6 +26,7 @@ older units of the same speaker in the space's index) and classifies them.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -56,7 +59,7 @@ CHANGE = re.compile(
     r"|raise|after the (?:raise|move|promotion|surgery|operation|breakup|wedding)|(?:is|are) off"
     r"|took (?:me|the \w+|him|her|them) off|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months"
     r"|ages|years))\b", re.IGNORECASE)
-_PLAN = re.compile(r"\b(?:will|going to|gonna|plan(?:s|ning)? to|about to|thinking of|might|may|hope to|want to"
+_PLAN = re.compile(r"\b(?:will|going to|gonna|plan(?:s|ning)? to|about to|thinking of|might|(?-i:may)|hope to|want to"
                    r"|(?:am|is|are|'m|'re) (?!now\b)\w+ing (?:to|in|on|for|next|this)\b)", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:please|can you|could you|would you|write|give|explain|make|create|tell|help|list"
                       r"|show|generate|translate|rewrite|summari[sz]e|describe|suggest|recommend|provide|draft)\b",
@@ -78,12 +81,42 @@ CATEGORIES = {
     "diet": re.compile(r"\b(?:vegan|vegetarian|pescatarian|keto|paleo|omnivore|flexitarian|carnivore|diet"
                        r"|eat(?:s|ing)? (?:\w+ ){0,2}(?:meat|chicken|beef|pork|fish|everything|anything))\b",
                        re.IGNORECASE),
-    "income": re.compile(r"\b(?:salary|earn(?:s|ing)?|makes? \$?\d|paid \$?\d|wage|income)\b", re.IGNORECASE),
+    "income": re.compile(r"\b(?:salary|earn(?:s|ing)?|wage|income)\b|\b(?:makes?|paid) \$?\d", re.IGNORECASE),
     "school": re.compile(r"\b(?:stud(?:y|ies|ying) (?:\w+ ){0,3}at|attend(?:s|ing)?|enrolled (?:at|in)|transferred to"
                          r"|university|college|grad school)\b", re.IGNORECASE),
     "relationship": re.compile(r"\b(?:boyfriend|girlfriend|fianc[ée]e?|married|engaged|dating|broke up|split up"
                                r"|divorced|single|seeing someone)\b", re.IGNORECASE),
 }
+# attributes with a closed set of values, one at a time: a different value replaces the old one
+# even when no change word says so ("eats everything" -> "is doing keto", "bikes to work" -> "takes the train")
+REGIMES = {
+    "diet": re.compile(r"\b(vegan|vegetarian|pescatarian|keto|paleo|omnivore|flexitarian|carnivore|raw food"
+                       r"|eat(?:s|ing)? (?:pretty much |just about )?(?:everything|anything)|no (?:dietary )?restrictions)\b",
+                       re.IGNORECASE),
+    "commute": re.compile(r"\b(bike|bikes|biking|cycle|cycles|cycling|drive|drives|driving|walk|walks|walking|train"
+                          r"|bus|subway|metro|tube|tram|carpool|scooter)\b(?=[^.]{0,30}\b(?:to|from) (?:work|school"
+                          r"|the office|campus)\b)", re.IGNORECASE),
+}
+
+
+def regime_change(new: str, old: str) -> bool:
+    """Both texts give a value of the same closed attribute (REGIMES) and the values differ."""
+    for pattern in REGIMES.values():
+        a = {_regime_value(m) for m in pattern.findall(old)}
+        b = {_regime_value(m) for m in pattern.findall(new)}
+        if a and b and not a & b:
+            return True
+    return False
+
+
+def _regime_value(match: str) -> str:
+    m = match.lower()
+    if m.startswith("eat") or m.startswith("no "):
+        return "everything"
+    return {"bikes": "bike", "biking": "bike", "cycle": "bike", "cycles": "bike", "cycling": "bike", "drives": "drive",
+            "driving": "drive", "walks": "walk", "walking": "walk"}.get(m, m)
+
+
 # whose attribute: "my brother lives in Tokyo" is the brother's (a partner's news is the relationship's)
 _HOLDER = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+(mother|mom"
                      r"|mum|father|dad|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother"
@@ -133,14 +166,19 @@ _CALENDAR = re.compile(r"\([^)]*\)|\b(?:january|february|march|april|may|june|ju
                        re.IGNORECASE)
 
 
-def subject_words(text: str, speaker: str = "") -> set[str]:
-    """Topic stems of `text` without the speaker, stance, negation and change words, dates
-    (resolved dates in parentheses included), numbers and weak words ("off", "hour")."""
+@functools.lru_cache(maxsize=8192)
+def _subject_words(text: str, speaker: str) -> frozenset[str]:
     from .fta.rules import topic_stems
 
     t = _CALENDAR.sub(" ", NEGATION.sub(" ", text.replace("\u2019", "'")))
     names = {w for w in speaker.lower().split() if w} | {"user", "assistant", "others"}
-    return topic_stems(t, names) - _CHANGE_STEMS - _STANCE_STEMS - _WEAK
+    return frozenset(topic_stems(t, names) - _CHANGE_STEMS - _STANCE_STEMS - _WEAK)
+
+
+def subject_words(text: str, speaker: str = "") -> set[str]:
+    """Topic stems of `text` without the speaker, stance, negation and change words, dates
+    (resolved dates in parentheses included), numbers and weak words ("off", "hour")."""
+    return set(_subject_words(text, speaker))
 
 
 def categories(text: str) -> set[str]:
@@ -221,7 +259,7 @@ def supersedes(new: str, old: str, similarity: float, *, speaker: str = "", floo
         return conf  # a stance turned over, or a state denied
     if CHANGE.search(new.replace("\u2019", "'")):
         return conf  # moved, switched, stopped, no longer, now, new ...
-    if same_frame_new_value(old, new):
+    if same_frame_new_value(old, new) or regime_change(new, old):
         return conf
     return None
 
@@ -351,6 +389,6 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
 
 
 __all__ = ["CATEGORIES", "CHANGE", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
-           "REPLACING", "RuleSupersession", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
-           "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "same_frame_new_value",
+           "REGIMES", "REPLACING", "RuleSupersession", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
+           "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "regime_change", "same_frame_new_value",
            "same_subject", "subject_words", "supersedes"]

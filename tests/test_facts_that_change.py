@@ -62,6 +62,11 @@ def changed(minilm):
     ("The user's rent is $1,800.", "The user's rent is $2,100."),
     ("The user drives a Prius.", "The user drives a Tesla now."),
     ("The user likes running.", "The user doesn't like running."),
+    ("The user walks to work.", "The user drives to work these days."),  # a closed set of values
+    ("The user eats anything, no restrictions.", "The user is doing paleo."),
+    ("Java is the user's favourite language.", "Go is the user's favourite language, the user writes it daily."),
+    ("The user puts $200 a month into savings.", "The user puts $350 a month into savings."),  # a new amount
+    ("The demo day is on April 3.", "Demo day is now May 20, the sponsor asked for it."),  # "May": a month
 ])
 def test_rules_link_a_new_value_of_the_same_attribute(old, new):
     assert supersedes(new, old, 0.6, speaker="user") is not None
@@ -75,6 +80,8 @@ def test_rules_link_a_new_value_of_the_same_attribute(old, new):
     ("The user lives in Seattle.", "Do you think the user should move to Berlin now?"),
     ("The user loves sushi.", "The user loves jazz now."),  # another subject
     ("The user lives in Denver.", "The user lives in Denver."),
+    ("The user is vegan.", "The user doesn't eat pork."),  # no diet of its own
+    ("The user walks to work.", "The user walks the dog after work."),
 ])
 def test_rules_leave_statements_that_stay_true_alone(old, new):
     assert supersedes(new, old, 0.6, speaker="user") is None
@@ -189,6 +196,13 @@ def test_a_contradiction_supersedes_and_an_unrelated_fact_is_left_alone(changed)
     assert changed.get(horror.amu_id, "u").status == "superseded"
     newest = [changed.get(unit_of(changed, "u", f"m{len(CHANGES) + i}").amu_id, "u") for i in range(len(CHANGES))]
     assert all(a.status == "active" for a in newest)  # no change retired a fact about something else
+
+
+def test_an_llm_classifier_needs_an_llm(minilm):
+    with pytest.raises(ValueError, match="supersession='llm' needs an LLM"):
+        _ = memory(minilm, supersession="llm").supersession
+    assert memory(minilm, supersession="off").supersession is None
+    assert isinstance(memory(minilm).supersession, RuleSupersession)  # no LLM configured: the rules
 
 
 # --- the LLM classifier ------------------------------------------------------------------------------

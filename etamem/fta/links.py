@@ -217,7 +217,6 @@ def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: floa
                   or any(_same_attribute_new_value(a, b) for a, b in pairs[1:])):
         return "supersedes", conf
     if new.speaker == old.speaker and " asked: " not in new.text and " asked: " not in old.text \
-            and not (_is_event(old) or _is_plan(old) or _is_plan(new)) \
             and supersedes(link_text(new), link_text(old), similarity, speaker=new.speaker, floor=0.4) is not None:
         return "supersedes", conf
     if old.content_type == "homework_or_plan" and not _is_plan(new) \
