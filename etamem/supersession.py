@@ -111,7 +111,7 @@ def regime_change(new: str, old: str) -> bool:
 
 def _regime_value(match: str) -> str:
     m = match.lower()
-    if m.startswith("eat") or m.startswith("no "):
+    if m.startswith(("eat", "no ")):
         return "everything"
     return {"bikes": "bike", "biking": "bike", "cycle": "bike", "cycles": "bike", "cycling": "bike", "drives": "drive",
             "driving": "drive", "walks": "walk", "walking": "walk"}.get(m, m)
