@@ -9,6 +9,7 @@ import pytest
 
 from etamem import Config, Memory
 from etamem.affect import VaderAffectTagger
+from etamem.answering import compose_answer
 from etamem.currency import asks_past, asks_present, current_first, linked_order
 from etamem.encoders import CachedEncoder
 from etamem.llm import LLMClient
@@ -191,6 +192,25 @@ def test_deleting_the_newer_unit_restores_the_older_as_current(minilm, tmp_path)
     again.close()
 
 
+def test_inspect_and_the_html_page_show_the_chains(minilm, tmp_path, capsys):
+    from etamem.cli import main
+    from etamem.viz import write_all
+
+    mem = memory(minilm, tmp_path / "store")
+    mem.add(said([(CHANGES[0][0], 0), (CHANGES[0][1], 30)]), space="u")
+    page = write_all(mem, "u", tmp_path / "html", plots=False)[0].read_text()
+    mem.close()
+    assert "Facts that changed" in page and "Milwaukee" in page
+    assert main(["-q", "inspect", str(tmp_path / "store"), "--space", "u", "--links", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [l["relation"] for l in printed["links"]] == ["supersedes"]
+    [chain] = printed["chains"]
+    assert [s["status"] for s in chain] == ["superseded", "active"] and "Milwaukee" in chain[1]["text"]
+    assert main(["-q", "inspect", str(tmp_path / "store"), "--space", "u", "--links"]) == 0
+    out = capsys.readouterr().out
+    assert "Facts that changed (1)" in out and "-> The user moved to Milwaukee" in out
+
+
 def test_a_contradiction_supersedes_and_an_unrelated_fact_is_left_alone(changed):
     horror = unit_of(changed, "u", "m6")
     assert changed.get(horror.amu_id, "u").status == "superseded"
@@ -203,6 +223,19 @@ def test_an_llm_classifier_needs_an_llm(minilm):
         _ = memory(minilm, supersession="llm").supersession
     assert memory(minilm, supersession="off").supersession is None
     assert isinstance(memory(minilm).supersession, RuleSupersession)  # no LLM configured: the rules
+
+
+def test_the_llm_answer_sees_which_memory_is_current(changed, chat_server):
+    chat_server.script("Milwaukee (before that, Chicago).")
+    llm = LLMClient("test-model", base_url=chat_server.base_url, max_retries=0)
+    hits = changed.search("Where does the user live now?", space="u", top_k=3, now=T0 + timedelta(days=40))
+    ans = compose_answer("Where does the user live now?", hits, {}, llm=llm, style="locomo", question_date=None)
+    prompt = chat_server.requests[-1]["messages"][-1]["content"]
+    chicago = next(l for l in prompt.splitlines() if "Chicago" in l and l.startswith("["))
+    milwaukee = next(l for l in prompt.splitlines() if "Milwaukee" in l and l.startswith("["))
+    assert chicago.endswith("[no longer current: a later memory replaces it]")
+    assert milwaukee.endswith("[current; replaces an earlier memory]")
+    assert "answer with the current" in prompt and ans.text.startswith("Milwaukee")
 
 
 # --- the LLM classifier ------------------------------------------------------------------------------
