@@ -49,16 +49,22 @@ NEGATION = re.compile(r"\b(?:not|no|never|nobody|nothing|neither|nor|none|cannot
 LIKE = re.compile(r"\b(?:like[sd]?|lov(?:e|es|ed)|enjoy(?:s|ed)?|prefer(?:s|red)?|fond|favou?rite)\b", re.IGNORECASE)
 DISLIKE = re.compile(r"\b(?:hat(?:e|es|ed)|dislik(?:e|es|ed)|detest(?:s|ed)?|can't stand|cannot stand|sick of"
                      r"|tired of|over it)\b", re.IGNORECASE)
-CHANGE = re.compile(
-    r"\b(?:now|nowadays|these days|currently|anymore|any more|no longer|no more|stopped|quit|quitting|gave up"
-    r"|given up|switched|switching|changed|changing|moved|relocated|rescheduled|postponed|pushed (?:back|out)"
-    r"|brought forward|bumped|instead|new|became|become|left|broke up|split up|divorced|got (?:married|engaged"
-    r"|divorced|promoted|fired|laid off|hired)|used to|cancell?ed|sold|replaced|upgraded|downgraded|promoted"
-    r"|transferred|joined|started|took up|picked up|dropped|actually|went up|went down|raised|increased"
-    r"|decreased|cut|lowered|finally|turns out|turned out|passed away|adopted|down to|update|updated|proposed"
-    r"|raise|after the (?:raise|move|promotion|surgery|operation|breakup|wedding)|(?:is|are) off"
-    r"|took (?:me|the \w+|him|her|them) off|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months"
-    r"|ages|years))\b", re.IGNORECASE)
+# words that say a value was replaced ("moved", "stopped", "no longer") ...
+STRONG_CHANGE = re.compile(
+    r"\b(?:anymore|any more|no longer|no more|stopped|quit|quitting|gave up|given up|switched|switching|changed"
+    r"|changing|moved|relocated|rescheduled|postponed|pushed (?:back|out)|brought forward|bumped|broke up|split up"
+    r"|divorced|got (?:married|engaged|divorced|promoted|fired|laid off|hired)|(?<!getting )(?<!get )(?<!got )"
+    r"(?<!be )(?<!is )(?<!are )used to|cancell?ed|sold|replaced"
+    r"|upgraded|downgraded|promoted|transferred|instead|passed away|down to|went up|went down|raised|increased"
+    r"|decreased|lowered|cut (?:down|back|out)|dropped out|turns out|turned out|(?:is|are) off|took (?:me|the \w+|him|her|them) off"
+    r"|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months|ages|years))\b", re.IGNORECASE)
+# ... and words that only suggest it ("now", "new", "started"): they count for an attribute that holds
+# one value at a time (_SINGLE_STEMS, CATEGORIES)
+WEAK_CHANGE = re.compile(
+    r"\b(?:now|nowadays|these days|currently|new|became|become|started|joined|took up|picked up|finally|actually"
+    r"|update|updated|adopted|proposed|raise|after the (?:raise|move|promotion|surgery|operation|breakup"
+    r"|wedding))\b", re.IGNORECASE)
+CHANGE = re.compile(f"{STRONG_CHANGE.pattern}|{WEAK_CHANGE.pattern}", re.IGNORECASE)
 _PLAN = re.compile(r"\b(?:will|going to|gonna|plan(?:s|ning)? to|about to|thinking of|might|(?-i:may)|hope to|want to"
                    r"|(?:am|is|are|'m|'re) (?!now\b)\w+ing (?:to|in|on|for|next|this)\b)", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:please|can you|could you|would you|write|give|explain|make|create|tell|help|list"
@@ -76,8 +82,10 @@ CATEGORIES = {
     "place": re.compile(r"\b(?:liv(?:e|es|ed|ing) (?:in|with|on|near)|moved (?:to|into|back to|in with)|relocated"
                         r"|based in|home is in|(?:apartment|flat|house|place|lease) (?:is )?(?:in|on)|neighbou?rhood)\b",
                         re.IGNORECASE),
-    "employer": re.compile(r"\b(?:work(?:s|ed|ing)? (?:at|for)|job (?:at|as|with)|employer|hired (?:at|by)|joined"
-                           r"|quit (?:my|the|his|her) job|new job|laid off|employed (?:at|by))\b", re.IGNORECASE),
+    "employer": re.compile(r"\b(?:work(?:s|ed|ing)? (?:at|for)|job (?:at|as|with)|employer|hired (?:at|by)"
+                           r"|quit (?:my|the|his|her) job|new job|laid off|employed (?:at|by)|(?:engineer|developer"
+                           r"|designer|nurse|teacher|doctor|analyst|consultant|intern|lawyer|accountant|chef"
+                           r"|scientist|researcher|professor) (?:at|for))\b", re.IGNORECASE),
     "diet": re.compile(r"\b(?:vegan|vegetarian|pescatarian|keto|paleo|omnivore|flexitarian|carnivore|diet"
                        r"|eat(?:s|ing)? (?:\w+ ){0,2}(?:meat|chicken|beef|pork|fish|everything|anything))\b",
                        re.IGNORECASE),
@@ -134,8 +142,17 @@ _SINGLE = {"live", "lives", "living", "based", "works", "work", "working", "driv
            "weigh", "weighs", "address", "manager", "boss", "partner", "girlfriend", "boyfriend", "wife", "husband",
            "deadline", "date", "scheduled", "due", "commute", "mortgage", "goal", "target", "team", "job", "role",
            "title", "school", "major", "phone", "car", "diet", "schedule", "shift", "shifts"}
-_AMOUNT = re.compile(r"^(?:\$?\d|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty|forty|fifty"
-                     r"|hundred|january|february|march|april|may|june|july|august|september|october|november"
+_PAREN = re.compile(r"\([^)]*\)")  # the resolved dates the extractor adds: "last month (February 2024)"
+_DATE = re.compile(r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
+                   r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{1,2}(?:st|nd|rd|th)"
+                   r"|\d{1,2}(?::\d\d)? ?[ap]m)\b", re.IGNORECASE)
+_SINGLE_STEMS = frozenset({"liv", "driv", "nam", "favorit", "favourit", "budget", "rent", "salary", "pric", "cost",
+                           "ag", "weigh", "address", "manager", "boss", "partner", "girlfriend", "boyfriend", "wif",
+                           "husband", "deadlin", "schedul", "commut", "mortgag", "team", "job", "rol", "titl",
+                           "school", "major", "phon", "car", "diet", "shift", "apartment", "hous", "flat", "laptop",
+                           "employer", "company", "appointment", "wed", "launch", "flight", "landlord", "roommat",
+                           "fianc", "city", "neighborhood", "neighbourhood", "university", "college", "therapist"})
+_AMOUNT = re.compile(r"^(?:\$?\d|january|february|march|april|may|june|july|august|september|october|november"
                      r"|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday)")
 
 
@@ -147,9 +164,13 @@ def is_fact(text: str) -> bool:
             and not _REQUEST.match(t) and not _PLAN.search(t.replace("\u2019", "'")))
 
 
+_IDIOMS = re.compile(r"\b(?:can't|cannot|can not|couldn't) (?:wait|believe|stop|resist|help|thank)|don't worry"
+                     r"|no problem|no worries|not only|won't let \w+ down|no doubt|never mind", re.IGNORECASE)
+
+
 def negated(text: str) -> bool:
-    """An odd number of negations ("doesn't", "no", "never", ...)."""
-    return len(NEGATION.findall(text.replace("\u2019", "'"))) % 2 == 1
+    """An odd number of negations ("doesn't", "no", "never", ...), idioms aside ("can't wait")."""
+    return len(NEGATION.findall(_IDIOMS.sub(" ", text.replace("\u2019", "'")))) % 2 == 1
 
 
 def attitude(text: str) -> int:
@@ -220,8 +241,8 @@ def _frame_change(a: list[str], b: list[str], *, suffix: bool = False) -> bool:
     amounts_a, amounts_b = [w for w in tail_a[:4] if _AMOUNT.match(w)], [w for w in tail_b[:4] if _AMOUNT.match(w)]
     if amounts_a and amounts_b and amounts_a != amounts_b:
         return True  # a new amount or date: "saving $300 a month" -> "$500", "is on June 14" -> "September 20"
-    if a[k - 1] not in _VALUE_SLOT:
-        return False
+    if a[k - 1] not in _VALUE_SLOT or a[k - 1] in ("was", "were"):
+        return False  # (a past state is history, not the current value)
     # an attribute word of its own ("lives in", "drives a") or "<the user's> <noun> is" ("laptop is")
     possessive = a[k - 1] in ("is", "are") and len(own) <= 3 and "user" in a[:k] and a[:k].index("user") < k - 2
     return bool(set(own) & _SINGLE) or possessive
@@ -245,20 +266,61 @@ def same_frame_new_value(old: str, new: str) -> bool:
 _CLAUSE = re.compile(r"[,;:]\s+|\s+(?:but|and then)\s+")
 
 
+def mentions(text: str, speaker: str) -> bool:
+    """Whether `text` names its speaker: their name, "the user" for the role, or first person."""
+    t = text.lower().replace("\u2019", "'")
+    names = [w for w in {speaker.lower().strip(), "user" if speaker.lower() in ("user", "") else ""} if w]
+    return any(re.search(rf"\b{re.escape(n)}\b", t) for n in names) or bool(_FIRST_PERSON.search(t))
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|me|we|our|we're)\b")
+_WINDOW = 4  # tokens between a change word and the subject word it changes
+
+
+def change_near_subject(new: str, shared: set[str], pattern: re.Pattern = CHANGE) -> bool:
+    """A change word (`pattern`) of `new` within _WINDOW tokens of one of the `shared` subject
+    words ("stopped climbing", "new manager", "budget is now", "rescheduled the dentist")."""
+    from .fta.rules import stem
+
+    t = new.replace("\u2019", "'")
+    words = [(m.start(), m.end(), stem(m.group(0))) for m in re.finditer(r"[A-Za-z][A-Za-z'-]*", t)]
+    at = [i for i, (a, _, w) in enumerate(words) if w in shared or w.removesuffix("'s") in shared]
+    for m in pattern.finditer(t):
+        first = next((i for i, (a, b, _) in enumerate(words) if b > m.start()), len(words))
+        last = next((i for i, (a, b, _) in enumerate(words) if b >= m.end()), first)
+        if any(first - _WINDOW <= i <= last + _WINDOW for i in at):
+            return True
+    return False
+
+
 def supersedes(new: str, old: str, similarity: float, *, speaker: str = "", floor: float = 0.4) -> float | None:
     """The confidence that statement `new` replaces the older statement `old` of the same
     speaker (rules in the module docstring), or None."""
     if similarity < floor or new.strip().lower() == old.strip().lower() or not (is_fact(new) and is_fact(old)):
         return None
-    if not same_subject(new, old, speaker):
-        return None
+    if not mentions(old, speaker) or not same_subject(new, old, speaker):
+        return None  # the older statement must be the speaker's own fact
     conf = round(0.5 + 0.5 * min(1.0, max(0.0, similarity)), 3)
-    shared = subject_words(new, speaker) & subject_words(old, speaker)
+    words_n, words_o = subject_words(new, speaker), subject_words(old, speaker)
+    shared = words_n & words_o
     att_n, att_o = attitude(new), attitude(old)
-    if shared and ((att_n and att_o and att_n != att_o) or (att_n == att_o == 0 and negated(new) != negated(old))):
-        return conf  # a stance turned over, or a state denied
-    if CHANGE.search(new.replace("\u2019", "'")):
-        return conf  # moved, switched, stopped, no longer, now, new ...
+    # a stance turned over, or a state denied, about the same thing: short statements, the
+    # negation right before the shared subject ("doesn't eat meat", "no longer a vegetarian")
+    close = shared and similarity >= 0.55 and len(shared) >= 0.6 * min(len(words_n), len(words_o)) \
+        and max(len(new.split()), len(old.split())) <= 16
+    if close and ((att_n and att_o and att_n != att_o) or (
+            att_n == att_o == 0 and negated(new) != negated(old)
+            and max(len(new.split()), len(old.split())) <= 12
+            and change_near_subject(new if negated(new) else old, shared, NEGATION))):
+        return conf
+    same_attribute = bool(categories(new) & categories(old))
+    if change_near_subject(new, shared, STRONG_CHANGE) or (same_attribute and STRONG_CHANGE.search(new)):
+        return conf  # moved, switched, stopped, no longer ... said of the shared subject
+    single = {w for w in shared if w in _SINGLE_STEMS}
+    dated = bool(_DATE.search(_PAREN.sub(" ", new))) and bool(_DATE.search(_PAREN.sub(" ", old)))
+    if change_near_subject(new, shared if dated else single, WEAK_CHANGE) \
+            or (same_attribute and WEAK_CHANGE.search(new)):
+        return conf  # "new manager", "budget is now", "vegan now": an attribute of one value; a date
     if same_frame_new_value(old, new) or regime_change(new, old):
         return conf
     return None
@@ -389,6 +451,6 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
 
 
 __all__ = ["CATEGORIES", "CHANGE", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
-           "REGIMES", "REPLACING", "RuleSupersession", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
+           "REGIMES", "REPLACING", "RuleSupersession", "change_near_subject", "mentions", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
            "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "regime_change", "same_frame_new_value",
            "same_subject", "subject_words", "supersedes"]

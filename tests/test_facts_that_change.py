@@ -59,7 +59,7 @@ def changed(minilm):
 # --- the rules ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("old,new", [
     ("The user lives in Denver.", "The user lives in Austin, near the user's sister."),  # no change word
-    ("The wedding is on June 12.", "The wedding got moved to July 3."),
+    ("The user's wedding is on June 12.", "The wedding got moved to July 3."),
     ("The user's rent is $1,800.", "The user's rent is $2,100."),
     ("The user drives a Prius.", "The user drives a Tesla now."),
     ("The user likes running.", "The user doesn't like running."),
@@ -67,7 +67,7 @@ def changed(minilm):
     ("The user eats anything, no restrictions.", "The user is doing paleo."),
     ("Java is the user's favourite language.", "Go is the user's favourite language, the user writes it daily."),
     ("The user puts $200 a month into savings.", "The user puts $350 a month into savings."),  # a new amount
-    ("The demo day is on April 3.", "Demo day is now May 20, the sponsor asked for it."),  # "May": a month
+    ("The user's demo day is on April 3.", "Demo day is now May 20, the sponsor asked for it."),  # "May": a month
 ])
 def test_rules_link_a_new_value_of_the_same_attribute(old, new):
     assert supersedes(new, old, 0.6, speaker="user") is not None
