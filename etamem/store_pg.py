@@ -19,6 +19,9 @@ PostgreSQL side of its dialect layer:
   on the space's generation counter, which each of them raises first, and in `Memory` by
   `PgSpaceLock` around the whole write; other spaces write concurrently. `snapshot` is a
   REPEATABLE READ, READ ONLY transaction;
+- connections come from a pool (`etamem.pg_pool`, `?pool_size=N` on the URL): a transaction or
+  snapshot keeps one for its thread, reads take any; dropped connections are replaced (reads
+  retried once, a write transaction only when it failed at `BEGIN`);
 - no `secure_delete` / `truncate_wal` equivalent a client can run: deleted rows leave the table
   files when (auto)VACUUM reclaims their space, and the server recycles its WAL segments.
 """

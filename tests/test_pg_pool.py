@@ -88,6 +88,7 @@ def test_search_read_and_write_after_the_backends_are_killed(pg_url, caplog):
     assert store.pool.reconnects == 1 and "reconnecting" in caplog.text
     kill_backends(pg_url)
     assert [texts(mem.search(q, space="ana")) for q in QUERIES] == before
+    assert store.pool.reconnects == 2  # the search read the store (the space's generation)
     kill_backends(pg_url)
     other = memory(pg_url)  # opens the space from the store: snapshot reads
     assert [texts(other.search(q, space="ana")) for q in QUERIES] == before
@@ -117,6 +118,20 @@ def test_a_write_transaction_lost_inside_is_not_retried(pg_url):
             store.get_meta("format_version")  # inside the snapshot: its one connection is gone
     store.set_meta("after", "ok")  # the next write takes a fresh connection
     assert store.get_meta("after") == "ok"
+    store.close()
+
+
+def test_a_transaction_or_snapshot_lost_at_begin_is_run_on_a_fresh_connection(pg_url):
+    from etamem.store_pg import PgStore
+
+    store = PgStore(pg_url)
+    kill_backends(pg_url)
+    store.set_meta("first", "1")  # its BEGIN met the dropped connection: nothing ran, so run again
+    assert store.pool.reconnects == 1
+    kill_backends(pg_url)
+    with store.snapshot():
+        assert store.get_meta("first") == "1"
+    assert store.pool.reconnects == 2
     store.close()
 
 
