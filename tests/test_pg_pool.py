@@ -5,7 +5,8 @@ PostgreSQL (tests/pg_server.py; skipped, saying why, only when none can be had):
 - the store's backends killed from another connection (`pg_terminate_backend`): a search and
   reads through `Memory` still work (reconnected, a warning logged), and so does a write
   (a fresh transaction); a write transaction or snapshot whose connection dies inside is not
-  retried: `ConnectionLost`, and nothing of the write committed;
+  retried: `ConnectionLost`, and nothing of the write committed; an add cut in each of its
+  write transactions in turn, then run again by the caller, equals one add;
 - two threads hold a snapshot at the same time (the old single connection behind a lock made
   the second wait for the first), and reads from several threads give the serial results.
 """
@@ -28,7 +29,7 @@ FACTS = ["Ana adopted a grey cat named Miso last spring.",
          "Ben starts a new job as a nurse at the hospital in June.",
          "The garden has tomatoes and basil growing everywhere now."]
 QUERIES = ["a cat", "violin music", "hiking", "bread", "a nurse", "tomatoes"]
-KILL = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+KILL = ("SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "  # waits until they are gone
         "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
@@ -186,4 +187,60 @@ def test_concurrent_reads_equal_serial_reads(pg_url):
         t.join(60)
     assert results == serial
     assert store.pool.reconnects == 0
+    mem.close()
+
+
+def test_an_add_that_lost_its_connection_is_run_again_by_the_caller(pg_url, monkeypatch):
+    """The connection dies inside the n-th write transaction of an add (each n in turn):
+    `ConnectionLost` reaches the caller, and running the add again gives what one add gives
+    (idempotent by turn id): the same turns, and the searches of a memory opened afresh."""
+    mem = memory(pg_url)
+    mem.add(turns(), space="ana")
+    store, hold = mem.store, mem.store.pool.hold
+    writes, kill_at = [], [0]
+
+    def hold_then_die(*args, **kwargs):
+        cm = hold(*args, **kwargs)
+        if not kwargs.get("write", True) or store.pool.current() is not None:
+            return cm
+        writes.append(1)
+        if len(writes) - 1 != kill_at[0]:
+            return cm
+        conn = cm.__enter__()
+        kill_backends(pg_url)  # this transaction's connection too
+
+        class Dying:
+            def __enter__(self):
+                return conn
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+
+        return Dying()
+
+    monkeypatch.setattr(store.pool, "hold", hold_then_die)
+    added = len(FACTS)
+    for n in range(20):
+        writes.clear()
+        kill_at[0] = n
+        more = turns([f"Ana bought a red bicycle number {n}.", f"Ben moved to flat {n} near the river."],
+                     prefix=f"t{n}-")
+        try:
+            mem.add(more, space="ana")
+        except ConnectionLost:
+            assert store.count_turns("ana") in (added, added + 2)  # the turns' own write is all or nothing
+            kill_at[0] = -1
+            mem.add(more, space="ana")  # the caller's retry
+        else:
+            assert len(writes) <= n  # the add had fewer write transactions: each one was cut once
+            added += 2
+            break
+        added += 2
+        mem.add(more, space="ana")  # once more: nothing doubled
+        assert store.count_turns("ana") == added, n
+    assert n >= 1
+    fresh = memory(pg_url)
+    for q in (*QUERIES, "a red bicycle number 0", "flat 1 near the river"):
+        assert texts(mem.search(q, space="ana")) == texts(fresh.search(q, space="ana")), q
+    fresh.close()
     mem.close()
