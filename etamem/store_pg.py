@@ -19,6 +19,9 @@ PostgreSQL side of its dialect layer:
   on the space's generation counter, which each of them raises first, and in `Memory` by
   `PgSpaceLock` around the whole write; other spaces write concurrently. `snapshot` is a
   REPEATABLE READ, READ ONLY transaction;
+- connections come from a pool (`etamem.pg_pool`, `?pool_size=N` on the URL): a transaction or
+  snapshot keeps one for its thread, reads take any; dropped connections are replaced (reads
+  retried once, a write transaction only when it failed at `BEGIN`);
 - no `secure_delete` / `truncate_wal` equivalent a client can run: deleted rows leave the table
   files when (auto)VACUUM reclaims their space, and the server recycles its WAL segments.
 """
@@ -34,6 +37,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .pg_pool import PgPool, is_lost, require_psycopg, split_pool_size
 from .store_schema import _SCHEMA, UNIT_KINDS, VECTOR_TABLES, _blob, upsert
 from .store_sql import SqlStore
 
@@ -43,14 +47,6 @@ MIN_PGVECTOR = (0, 8)  # hnsw.iterative_scan
 HNSW_MAX_DIM = 2000  # pgvector's limit for an HNSW index on `vector`; above it searches are exact
 _TYPES = {"BLOB": "BYTEA", "REAL": "DOUBLE PRECISION", "TEXT": 'TEXT COLLATE "C"'}
 _SCHEMA_LOCK = 0x6574616D656D  # advisory lock key held while the schema or an index is created ("etamem")
-
-
-def _psycopg():
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ImportError("a PostgreSQL store needs psycopg 3: pip install 'etamem[postgres]'") from exc
-    return psycopg
 
 
 @lru_cache(maxsize=1024)
@@ -66,7 +62,7 @@ def redact(url: str) -> str:
 
 
 def _connect(url: str):
-    return _psycopg().connect(url, autocommit=True)
+    return require_psycopg().connect(url, autocommit=True)
 
 
 def _ddl() -> list[str]:
@@ -106,40 +102,43 @@ class _Cursor:
 
 
 class PgStore(SqlStore):
-    """The store in a PostgreSQL database (`url`: `postgresql://user:password@host/dbname`).
-    One connection, used by one thread at a time, like `Store`'s."""
+    """The store in a PostgreSQL database (`url`: `postgresql://user:password@host/dbname`,
+    optionally `?pool_size=N`). A pool of `pool_size` connections (`etamem.pg_pool`): reads
+    take any, a transaction or snapshot keeps one for the thread that runs it; dropped
+    connections are replaced (reads retried once, writes not)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, pool_size: int | None = None):
+        url, size = split_pool_size(url, pool_size)
         self.url = url
         self.path = redact(url)  # what messages call the store
-        self._lock = threading.RLock()
         self._indexed: set[tuple] = set()  # (table, kind, dim) known to have their HNSW index
         self.exact_fallbacks = 0  # nearest-neighbour searches the index answered short (then exact)
-        self._conn = _connect(url)
-        try:
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))  # one creator at a time
-                self._require_pgvector()
-                for statement in _ddl():
-                    self._conn.execute(statement)
-                for table in VECTOR_TABLES:
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS embedding vector")
-                self._check_version()
-        except BaseException:
-            self._conn.close()
-            raise
+        with _connect(url) as conn, conn.transaction():  # fails here, at once, on a bad URL
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))  # one creator at a time
+            self._require_pgvector(conn)
+            for statement in _ddl():
+                conn.execute(statement)
+            for table in VECTOR_TABLES:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS embedding vector")
+            self.pool = PgPool(url, size, self.path)
+            try:
+                with self.pool.use(conn):  # still under the lock
+                    self._check_version()
+            except BaseException:
+                self.pool.close()
+                raise
 
-    def _require_pgvector(self) -> None:
-        psycopg = _psycopg()
-        row = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    def _require_pgvector(self, conn) -> None:
+        psycopg = require_psycopg()
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         if row is None:
             try:
-                self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
                 raise RuntimeError(f"store {self.path}: the pgvector extension is not installed in this database "
                                    f"and could not be created ({exc}); run CREATE EXTENSION vector as a "
                                    f"superuser") from exc
-            row = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         version = tuple(int(x) for x in re.findall(r"\d+", row[0])[:2])
         if version < MIN_PGVECTOR:
             raise RuntimeError(f"store {self.path}: pgvector {row[0]} is installed; etamem needs "
@@ -148,33 +147,27 @@ class PgStore(SqlStore):
     # --- dialect -----------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[_Cursor]:
-        """A write transaction (READ COMMITTED): everything inside commits together or not at all."""
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+        """A write transaction (READ COMMITTED): everything inside commits together or not at all
+        (nested: a savepoint of the outer one)."""
+        with self.pool.hold() as conn, conn.cursor() as cur:
             yield _Cursor(cur)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
-        """Reads inside see one state of the database (a REPEATABLE READ, READ ONLY transaction;
-        nested uses join the outer one)."""
-        with self._lock:
-            if self._conn.info.transaction_status != _psycopg().pq.TransactionStatus.IDLE:
-                yield
-                return
-            with self._conn.transaction():
-                self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield
+        """Reads inside see one state of the database (a REPEATABLE READ, READ ONLY transaction
+        on one connection; nested uses join the outer one)."""
+        with self.pool.hold("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", write=False):
+            yield
 
     def _query(self, sql: str, params: Iterable = ()) -> list[tuple]:
-        with self._lock:
-            return self._conn.execute(_pg(sql), tuple(params)).fetchall()
+        return self.pool.read(lambda conn: conn.execute(_pg(sql), tuple(params)).fetchall())
 
     def _execute(self, sql: str, params: Iterable = ()) -> None:
-        with self._lock:
-            self._conn.execute(_pg(sql), tuple(params))
+        with self.transaction() as cur:  # a write: never retried once it ran
+            cur.execute(sql, params)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.pool.close()
 
     @staticmethod
     def _json_values(column: str) -> str:
@@ -196,15 +189,13 @@ class PgStore(SqlStore):
         if (table, kind, dim) in self._indexed or dim > HNSW_MAX_DIM:
             return
         name = index_name(table, kind, dim)
-        with self._lock:
-            if not self._conn.execute("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND "
-                                      "indexname = %s", (name,)).fetchone():
-                with self._conn.transaction():
-                    self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    self._conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
-                                       f"((CAST(embedding AS vector({dim}))) vector_cosine_ops) "
-                                       f"WHERE {_filter(kind, dim)}")
-                log.info("created the HNSW index %s", name)
+        exists = "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ?"
+        if not self._query(exists, (name,)):
+            with self.transaction() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+                cur.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
+                            f"((CAST(embedding AS vector({dim}))) vector_cosine_ops) WHERE {_filter(kind, dim)}")
+            log.info("created the HNSW index %s", name)
         self._indexed.add((table, kind, dim))
 
     # --- nearest neighbours -----------------------------------------------------------------
@@ -222,6 +213,23 @@ class PgStore(SqlStore):
         found = self._nearest("turn_vectors", None, space, vector, k)
         return super().nearest_turns(space, vector, k) if found is None else found
 
+    def _scan(self, conn, table: str, kind: str | None, space: str, q: np.ndarray, k: int) -> list | None:
+        """The index-ordered rows on `conn` (a read, safe to run again), None when short."""
+        with conn.transaction():
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 2 * int(k)))}")
+            rows = conn.execute(_pg(self.nearest_sql(table, kind, q.shape[0], k)),
+                                (self._vector_params(q)[1], space)).fetchall()
+            if len(rows) < k:
+                count = f"SELECT COUNT(*) FROM {table} WHERE space = ? AND {_filter(kind, q.shape[0])}"
+                n = conn.execute(_pg(count), (space,)).fetchone()[0]
+                if len(rows) < min(k, n):
+                    self.exact_fallbacks += 1
+                    log.info("space %s: the HNSW scan of %s gave %d of %d rows; searching exactly", space, table,
+                             len(rows), min(k, n))
+                    return None
+        return rows
+
     @staticmethod
     def nearest_sql(table: str, kind: str | None, dim: int, k: int) -> str:
         """The index-ordered query (parameters: the query vector as text, the space)."""
@@ -235,19 +243,9 @@ class PgStore(SqlStore):
         q = np.asarray(vector, np.float32).ravel()
         if q.shape[0] > HNSW_MAX_DIM:
             return None
-        with self._lock, self._conn.transaction():
-            self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            self._conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 2 * int(k)))}")
-            rows = self._conn.execute(_pg(self.nearest_sql(table, kind, q.shape[0], k)),
-                                      (self._vector_params(q)[1], space)).fetchall()
-            if len(rows) < k:
-                count = f"SELECT COUNT(*) FROM {table} WHERE space = ? AND {_filter(kind, q.shape[0])}"
-                n = self._conn.execute(_pg(count), (space,)).fetchone()[0]
-                if len(rows) < min(k, n):
-                    self.exact_fallbacks += 1
-                    log.info("space %s: the HNSW scan of %s gave %d of %d rows; searching exactly", space, table,
-                             len(rows), min(k, n))
-                    return None
+        rows = self.pool.read(lambda conn: self._scan(conn, table, kind, space, q, k))
+        if rows is None:
+            return None
         rows.sort(key=lambda r: (r[1], r[0]))  # relaxed order: nearly sorted
         return [(r[0], 1.0 - float(r[1])) for r in rows]
 
@@ -260,8 +258,8 @@ class PgSpaceLock:
     progress), so a writer waiting for one space never delays another space's."""
 
     def __init__(self, url: str):
-        _psycopg()
-        self.url = url
+        require_psycopg()
+        self.url = split_pool_size(url)[0]
         self._idle: list = []
         self._mutex = threading.Lock()
 
@@ -276,6 +274,19 @@ class PgSpaceLock:
         conn = self._take()
         try:
             conn.execute("SELECT pg_advisory_lock(%s::bigint)", (key,))
+        except require_psycopg().OperationalError as exc:
+            lost = is_lost(conn, exc)
+            conn.close()
+            if not lost:
+                raise
+            log.warning("space lock: the connection to PostgreSQL was lost (%s); reconnecting", str(exc).strip())
+            self._drop_idle()  # dropped with it, most likely
+            conn = _connect(self.url)
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s::bigint)", (key,))
+            except BaseException:
+                conn.close()
+                raise
         except BaseException:
             conn.close()
             raise
@@ -304,8 +315,11 @@ class PgSpaceLock:
         with self._mutex:
             self._idle.append(conn)
 
-    def close(self) -> None:
+    def _drop_idle(self) -> None:
         with self._mutex:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def close(self) -> None:
+        self._drop_idle()

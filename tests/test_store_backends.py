@@ -163,8 +163,9 @@ def test_nearest_units_over_a_table_dominated_by_other_spaces(target, backend):
         text_vecs, affect_vecs = rng.normal(size=(n, 32)).astype(np.float32), rng.normal(size=(n, 8)).astype(np.float32)
         store.write_amus(space, units, text_vecs, affect_vecs, [])
         stored[space] = [u.amu_id for u in units], {"text": text_vecs, "affect": affect_vecs}
-    if backend == "postgres":
-        store._conn.execute("SET enable_sort = off")  # the planner must take the HNSW index, even for 3 rows
+    if backend == "postgres":  # the planner must take the HNSW index, even for 3 rows: on every connection
+        store.close()
+        store = store_of(target + ("&" if "?" in target else "?") + "options=-c%20enable_sort%3Doff")
     for space, n in sizes.items():
         ids, vecs = stored[space]
         for kind, dim in (("text", 32), ("affect", 8)):
