@@ -22,6 +22,7 @@ Printed as a markdown table with bounded / unbounded ratio columns; `--out` writ
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -134,7 +135,7 @@ def build(path: Path, spaces: int, turns: int, budget: int) -> dict:
     seconds = time.perf_counter() - t0
     row = {"spaces": spaces, "turns": spaces * turns, "amus": amus, "build_s": round(seconds, 1),
            "rss_before_mb": round(base, 1), "rss_after_build_mb": round(rss_mb(), 1),
-           "residency": mem.residency().__dict__}
+           "residency": dataclasses.asdict(mem.residency())}
     mem.close()
     return row
 

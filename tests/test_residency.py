@@ -158,6 +158,19 @@ def test_a_space_being_written_is_not_evicted(tmp_path, on_disk):
         mem.close()
 
 
+def test_byte_budget_keeps_only_what_fits(tmp_path):
+    mem = memory(tmp_path / "store", max_live_spaces=0, max_live_bytes=1)  # no space fits: only the one in use
+    try:
+        for space in SPACES[:3]:
+            mem.add(turns(space, 0), space=space)
+            stats = mem.residency()
+            assert stats.live == 1 and stats.live_bytes > 10_000  # its vectors and index arrays
+        assert stats.evictions == 2 and stats.saved_on_eviction == 2
+        assert mem.residency().live_bytes == mem._live.peek("user-2").nbytes()
+    finally:
+        mem.close()
+
+
 def test_live_table_lru_order_and_budget():
     table: LiveTable[str] = LiveTable(max_items=2)
     for name in "abc":
