@@ -83,6 +83,10 @@ class LiveTable(Generic[V]):
             del self._items[name]
             return True
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def __contains__(self, name: object) -> bool:
         with self._lock:
             return name in self._items

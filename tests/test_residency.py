@@ -181,6 +181,8 @@ def test_live_table_lru_order_and_budget():
     assert table.values() == ["C", "A"] and table.peek("c") == "C" and table.values() == ["C", "A"]
     value = table.peek("c")
     assert table.pop_if("c", "other") is False and table.pop_if("c", value) is True and "c" not in table
+    table.clear()
+    assert len(table) == 0 and table.get("a") is None
 
 
 def test_live_table_byte_budget_and_array_bytes():
