@@ -192,6 +192,13 @@ class Config:
     # longest turn text `Memory.add` accepts, in characters (also the limit on a turn's `extra`
     # as JSON); a longer turn is rejected with a ValueError naming it, nothing is stored
     max_turn_chars: int = MAX_TURN_CHARS
+    # --- residency (etamem/residency.py, etamem/engine.py) ---------------------------------
+    # live spaces (views and indexes) a process keeps in memory; past this, the least recently used
+    # space not in use is dropped after its indexes are saved as derived files, and reopens from
+    # them on its next use (0: no bound). `max_live_bytes`: also bound the estimated bytes of the
+    # live spaces' arrays (0: no byte bound)
+    max_live_spaces: int = 256
+    max_live_bytes: int = 0
     # --- chat input (etamem/messages.py, etamem/inputs.py) ----------------------------------
     # a turn or message given without a session id joins the space's open session unless this many
     # minutes of silence lie between it and the turn before; then it starts a new session
@@ -344,6 +351,8 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),
     "blas_threads": (0, " (0: leave BLAS alone)"),
     "insert_batch": (0, " (0: one batch per add() call)"),
+    "max_live_spaces": (0, " (0: no bound)"),
+    "max_live_bytes": (0, " (0: no byte bound)"),
 }
 _BETWEEN = {  # field: (low, high), inclusive
     "bm25_weight": (0.0, 1.0), "context_share": (0.0, 1.0), "vader_threshold": (0.0, 1.0),

@@ -7,6 +7,10 @@ lock; writers of one space are serialised by a mutex and, across processes, a fi
 (`SpaceFileLock`; on PostgreSQL an advisory lock), held while models and the LLM run, which
 blocks neither searches nor other spaces. A space whose store stamp moved (another process
 wrote, or deleted the space) is opened again from the store before it is read or written.
+Live spaces are kept under a budget (`Config.max_live_spaces`, `max_live_bytes`;
+`etamem.residency`): after an open past it, the least recently used spaces that no search or
+write is using have their indexes saved as derived files and are dropped; they reopen on next
+use. A search that took a space just before it was dropped finishes on that (unchanged) state.
 Calls for a space run in its cache scope (`etamem.cache_scope`). What is done with the units,
 how they are built and searched, is the method's (`etamem.method`); the public API is
 `etamem.Memory`'s.
@@ -26,6 +30,7 @@ from .encoders import CachedEncoder, make_text_encoder
 from .inputs import validate_space
 from .live_space import LiveSpace
 from .method import make_method
+from .residency import LiveTable, ResidencyStats
 from .store import open_store
 from .types import Turn, UnknownSpaceError
 from .views import LLMSummariser
@@ -53,7 +58,9 @@ class Engine:
         self._extractor = extractor
         self._fta = None  # etamem.fta.engine.FTABuilder, built on the first FTA write
         self._supersession, self._supersession_resolved = None, False  # etamem.supersession classifier
-        self._live: dict[str, LiveSpace] = {}
+        self._live: LiveTable[LiveSpace] = LiveTable(self.config.max_live_spaces, self.config.max_live_bytes,
+                                                     size=LiveSpace.nbytes)
+        self._residency_counts = {"opens": 0, "opens_from_files": 0, "evictions": 0, "saved_on_eviction": 0}
         self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
@@ -157,12 +164,28 @@ class Engine:
                 self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - t0
 
     @contextmanager
+    def _held(self, table: dict[str, threading.Lock], space: str):
+        """Hold the space's lock in `table` (`_writers`, `_opening`; made on first use). An
+        eviction deletes unheld entries: a lock found deleted once taken is let go and the current
+        one taken, so two threads never hold different locks of one space."""
+        while True:
+            with self._lock:
+                lock = table.setdefault(space, threading.Lock())
+            lock.acquire()
+            with self._lock:
+                if table.get(space) is lock:
+                    break
+            lock.release()
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @contextmanager
     def _locked(self, space: str):
         """The space's writer mutex, then its file lock (other processes)."""
         tenancy.check(space)  # every write path passes here: the caller's scope, once more
-        with self._lock:
-            writer = self._writers.setdefault(space, threading.Lock())
-        with writer, self._file_lock.hold(space):
+        with self._held(self._writers, space), self._file_lock.hold(space):
             yield
 
     @contextmanager
@@ -204,9 +227,7 @@ class Engine:
         live = self._live.get(space)
         if self._current(live) and not (writing and live.unsaved_repair):
             return live
-        with self._lock:
-            opening = self._opening.setdefault(space, threading.Lock())
-        with opening:
+        with self._held(self._opening, space):
             live = self._live.get(space)
             if not self._current(live) or (writing and live.unsaved_repair):
                 if live is not None and not live.broken:
@@ -228,7 +249,64 @@ class Engine:
                 with self._lock:
                     self._live[space] = live
                     self._no_files.discard(space)
-            return live
+                    self._residency_counts["opens"] += 1
+                    self._residency_counts["opens_from_files"] += live.from_files
+                log.debug("space %s opened%s (%d live)", space, " from derived files" * live.from_files,
+                          len(self._live))
+        if self._live.bounded:
+            self._evict(keep=space)
+        return live
+
+    def _evict(self, keep: str) -> None:
+        """Drop least recently used live spaces while over the budget, never `keep` nor one in use."""
+        for name, live in self._live.eviction_order(keep):
+            self._evict_one(name, live)
+
+    def _evict_one(self, space: str, live: LiveSpace) -> bool:
+        """Save the space's indexes (store directory, stale files) and drop it from the live table,
+        unless a writer holds its mutex, or a search or write its lock; False if it stays."""
+        with self._lock:
+            writer = self._writers.setdefault(space, threading.Lock())
+        if not writer.acquire(blocking=False):
+            return False  # a write (or a checkpoint) of this space is under way
+        try:
+            with self._lock:
+                if self._writers.get(space) is not writer or self._live.peek(space) is not live:
+                    return False  # taken meanwhile by another eviction, or reopened
+            if live.in_use():
+                return False
+            saved = False
+            if self.path is not None and not live.broken and live.saved_stamp != live.stamp:
+                with self._file_lock.try_hold(space) as held:  # another process writing it: not now
+                    if not held:
+                        return False
+                    try:
+                        saved = live.save_derived(self.path, self.store)
+                    except Exception as exc:  # noqa: BLE001 - a cache: the space reopens from the store
+                        log.warning("space %s: could not save its indexes before dropping it (%s: %s)", space,
+                                    type(exc).__name__, exc)
+            with self._lock:
+                if live.in_use() or not self._live.pop_if(space, live):
+                    return False
+                self._residency_counts["evictions"] += 1
+                self._residency_counts["saved_on_eviction"] += saved
+                opening = self._opening.get(space)
+                if opening is not None and not opening.locked():
+                    del self._opening[space]
+                del self._writers[space]  # held by us: a thread waiting for it takes a new one (`_held`)
+            log.debug("space %s evicted (least recently used%s; %d live)", space,
+                      ", indexes saved" * saved, len(self._live))
+            return True
+        finally:
+            writer.release()
+
+    def residency(self) -> ResidencyStats:
+        """Live spaces against the budget, with open and eviction counts (`etamem.residency`)."""
+        with self._lock:
+            counts = dict(self._residency_counts)
+        return ResidencyStats(live=len(self._live), max_live_spaces=self.config.max_live_spaces,
+                              max_live_bytes=self.config.max_live_bytes,
+                              live_bytes=self._live.nbytes() if self.config.max_live_bytes else None, **counts)
 
     def spaces(self) -> list[str]:
         """The store's spaces (those the caller's scope allows, see `etamem.tenancy`)."""

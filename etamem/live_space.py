@@ -15,6 +15,7 @@ import numpy as np
 
 from . import derived
 from .locks import RWLock
+from .residency import array_bytes
 from .retrieval import SpaceIndex, TurnIndex, turn_text
 from .types import AMU, Turn
 from .views import SpaceViews
@@ -54,6 +55,7 @@ class LiveSpace:
         self.saved_stamp = stamp if saved else None  # the one the derived files hold
         self.from_files = saved
         self.unsaved_repair = False
+        self._measured: tuple[tuple[str, int], int] | None = None  # (stamp, nbytes) of the last estimate
 
     @property
     def generation(self) -> int:
@@ -62,6 +64,23 @@ class LiveSpace:
     @property
     def saved_generation(self) -> int | None:
         return None if self.saved_stamp is None else self.saved_stamp[1]
+
+    def in_use(self) -> bool:
+        """A search or write holds (or waits for) this state's lock right now."""
+        return self.rw.busy()
+
+    def nbytes(self) -> int:
+        """Estimated bytes of the arrays this state holds (views, indexes, vectors), measured again
+        only after its stamp moved (`etamem.residency.array_bytes`). Taken without the lock (a
+        caller may hold another space's read lock): a write meanwhile makes it a rougher estimate."""
+        stamp, measured = self.stamp, self._measured
+        if measured is None or measured[0] != stamp:
+            try:
+                measured = (stamp, array_bytes((self.views, self.index, self.turns)))
+            except RuntimeError:  # a container changed size under the walk: keep the last estimate
+                return 0 if measured is None else measured[1]
+            self._measured = measured
+        return measured[1]
 
     def _follow(self, store) -> None:
         """Take the store's stamp after a commit of this state's own write."""

@@ -45,6 +45,11 @@ class RWLock:
                 if not self._readers:
                     self._cond.notify_all()
 
+    def busy(self) -> bool:
+        """Held or waited for by anyone right now (a snapshot: it may change at once)."""
+        with self._cond:
+            return bool(self._readers or self._writer or self._writers_waiting)
+
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
@@ -111,6 +116,26 @@ class SpaceFileLock:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    @contextmanager
+    def try_hold(self, space: str) -> Iterator[bool]:
+        """Like `hold` without waiting: yields True holding the lock, False (holding nothing) when
+        another process holds it or its file was just replaced."""
+        path = self.path(space)
+        if path is None or self._fcntl is None:
+            yield True
+            return
+        private_dir(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                self._fcntl.flock(fd, self._fcntl.LOCK_EX | self._fcntl.LOCK_NB)
+                held = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except (BlockingIOError, FileNotFoundError):
+                held = False
+            yield held
+        finally:
+            os.close(fd)
 
     def remove(self, space: str) -> None:
         """Delete the space's lock file (the caller holds the lock: a waiter then locks a new file)."""

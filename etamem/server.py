@@ -1,7 +1,7 @@
 """HTTP API over one `Memory` (FastAPI; `etamem serve`, imported lazily: `pip install 'etamem[serve]'`).
 
 Every memory route needs an API key (`Authorization: Bearer etm_...` or `X-API-Key`), loopback
-included; `/health` does not. A route runs its engine call in a worker thread inside
+included; `/health` and `/ready` do not. A route runs its engine call in a worker thread inside
 `tenancy.scope(<the key's spaces>)`, so the engine itself refuses another space (403), whatever
 the route checks. Errors, the framework's (unknown route, wrong method, bad JSON) included, are
 JSON: `{"error": {"code", "message", "field"}}` with the field named where the engine or the
@@ -15,7 +15,8 @@ space's own queue, outside the pools: a tenant sending large adds back to back h
 thread, never a search thread. Ids are taken whole in the path (`/units/{amu_id:path}`), so any
 id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted.
 
-The models are loaded at startup, before uvicorn accepts connections. A write is answered only
+The models are loaded at startup, before uvicorn accepts connections; `/ready` answers 200 only
+once they are (503 before, and again while shutting down), `/health` whenever the process is up. A write is answered only
 once committed; on SIGTERM uvicorn stops accepting connections and waits for the requests in
 flight, then the store is closed (derived files written).
 """
@@ -232,7 +233,7 @@ def _routes_class():
     return StrictJSONRoute
 
 
-PUBLIC_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _STATUS_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 408: "timeout", 413: "too_large", 415: "unsupported_media_type",
                  422: "invalid_request", 429: "busy", 503: "busy"}
@@ -243,7 +244,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
                write_workers: int | None = None, body_timeout_s: float = 30.0,
                buffered_bytes: int | None = None, buffer_wait_s: float = 5.0, max_queued_writes: int = 32):
     """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store. With `warm`,
-    its startup loads the models (`Memory.warm`). `workers` threads run reads, `write_workers`
+    its startup loads the models (`Memory.warm`) and `/ready` answers 503 until then; without,
+    `/ready` answers 200 from the start (the models load on first use). `workers` threads run reads, `write_workers`
     (default half as many, at least 1) writes; request bodies buffered at once are at most
     `buffered_bytes` (default 4 x `max_request_bytes`; a body waits `buffer_wait_s` for room, then
     503); a body must arrive within `body_timeout_s`; more than `max_queued_writes` writes waiting
@@ -263,19 +265,22 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     readers = anyio.CapacityLimiter(workers)
     writers = anyio.CapacityLimiter(write_workers or max(1, workers // 2))
     queues = WriteQueues(max_queued_writes)
+    serving = {"ready": not warm}  # /ready: the models are loaded (or left to load on first use)
     key_checks = anyio.CapacityLimiter(max(2, workers))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         if warm:  # the models load before uvicorn accepts connections, not in the first request
             await anyio.to_thread.run_sync(memory.warm)
+        serving["ready"] = True
         yield
+        serving["ready"] = False  # a load balancer stops sending requests while the memory closes
         if close_on_shutdown:
             await anyio.to_thread.run_sync(memory.close)
 
     app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan,
                           description="Long-term memory for LLM agents: add turns, search, answer, delete. "
-                                      "Every route but /health needs an API key (Bearer).")
+                                      "Every route but /health and /ready needs an API key (Bearer).")
     app.router.route_class = _routes_class()
 
     async def authenticate(headers: dict) -> tenancy.Caller | None:
@@ -387,6 +392,15 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.get("/health")
     async def health():
         return {"status": "ok", "version": _version()}
+
+    @app.get("/ready", responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
+    async def ready():
+        """200 once the server can serve without loading models (for load balancers; `/health`:
+        the process is up)."""
+        if not serving["ready"]:
+            return reply(503, "not_ready", "the server is loading its models or shutting down",
+                         headers={"Retry-After": "1"})
+        return {"status": "ready"}
 
     @app.get("/v1/spaces")
     async def spaces(who: tenancy.Caller = Depends(caller)):
