@@ -80,7 +80,8 @@ _STANCE_STEMS = {"lov", "lik", "hat", "dislik", "enjoy", "prefer", "fond", "dete
 # exclusive attributes worded differently from one value to the next
 CATEGORIES = {
     "place": re.compile(r"\b(?:liv(?:e|es|ed|ing) (?:in|with|on|near)|moved (?:to|into|back to|in with)|relocated"
-                        r"|based in|home is in|(?:apartment|flat|house|place|lease) (?:is )?(?:in|on)|neighbou?rhood)\b",
+                        r"|based in|home is in|(?:apartment|flat|house|place|lease) (?:is )?(?:in|on)|neighbou?rhood"
+                        r"|(?:'m|am|is|are) (?-i:in [A-Z]\w+))\b",
                         re.IGNORECASE),
     "employer": re.compile(r"\b(?:work(?:s|ed|ing)? (?:at|for)|job (?:at|as|with)|employer|hired (?:at|by)"
                            r"|quit (?:my|the|his|her) job|new job|laid off|employed (?:at|by)|(?:engineer|developer"
