@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from . import tenancy
 from .metrics import Metrics, span
+from .pg_pool import ConnectionLost
 from .types import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 
 log = logging.getLogger(__name__)
@@ -354,6 +355,10 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.exception_handler(_Busy)
     async def _503(request: Request, exc):
         return reply(503, "busy", str(exc), headers={"Retry-After": "1"})
+
+    @app.exception_handler(ConnectionLost)
+    async def _503_store(request: Request, exc):  # PostgreSQL dropped the connection mid-transaction
+        return reply(503, "store_unavailable", f"{exc} Retry the request.", headers={"Retry-After": "1"})
 
     @app.exception_handler(ValueError)
     async def _422(request: Request, exc):

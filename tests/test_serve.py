@@ -233,3 +233,17 @@ def test_two_servers_on_one_store_see_each_others_writes_within_one_request(shar
         assert [u["source_turn_ids"] for u in units] == [["t2"]]
     first.close()
     second.close()
+
+
+def test_a_lost_database_connection_is_a_503_to_retry(served, monkeypatch):
+    from etamem.pg_pool import ConnectionLost
+
+    client, mem, keys = served
+
+    def lost(*args, **kwargs):
+        raise ConnectionLost("the connection to PostgreSQL was lost; the write was rolled back.")
+
+    monkeypatch.setattr(mem, "retrieve", lost)
+    r = client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(keys["alice"]))
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "store_unavailable" and "Retry the request" in r.json()["error"]["message"]

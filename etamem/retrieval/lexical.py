@@ -15,6 +15,8 @@ from collections import Counter
 
 import numpy as np
 
+from ..npy_files import load_npy
+
 FORMAT = 2  # 2: the stemmer is saved with the index
 STEMMERS = ("english", "none")
 K1, B = 1.5, 0.75
@@ -363,7 +365,8 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, mmap: bool = True) -> LexicalIndex:
-        """Read what `save` wrote; with `mmap` arrays are copy-on-write maps (writes never reach the files)."""
+        """Read what `save` wrote; with `mmap` arrays of 1 MiB or more are copy-on-write maps (writes
+        never reach the files), smaller ones are read (`etamem.npy_files`)."""
         with open(os.path.join(directory, "lexical.json"), encoding="utf-8") as fh:
             meta = json.load(fh)
         if meta.get("format") != FORMAT:
@@ -371,10 +374,7 @@ class LexicalIndex:
         arrays = {}
         for name in _FILES:
             path = os.path.join(directory, name + ".npy")
-            try:
-                arrays[name] = np.load(path, mmap_mode="c" if mmap else None, allow_pickle=False)
-            except ValueError:  # an empty array cannot be mapped
-                arrays[name] = np.load(path, allow_pickle=False)
+            arrays[name] = load_npy(path, "c" if mmap else None)  # small ones read: file descriptors
         self = cls(stemmer=meta["stemmer"])
         self.vocab = {t: i for i, t in enumerate(meta["vocab"])}
         self._ptr, self._tok, self._tf, self._len, self._alive, self._df = (_Vec(arrays[k]) for k in _FILES[:6])

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..npy_files import load_npy
+
 FORMAT = 1
 _GROWTH = 1.5
 _MIN_CAPACITY = 16
@@ -253,7 +255,8 @@ class VectorIndex:
 
     @classmethod
     def load(cls, directory, mmap: bool = True) -> VectorIndex:
-        """Read an index written by `save`; mmap=True maps vectors.npy read-only (copied on first write)."""
+        """Read an index written by `save`; mmap=True maps vectors.npy read-only (copied on first
+        write) when it holds 1 MiB or more (`etamem.npy_files`)."""
         d = Path(directory)
         meta = json.loads((d / "meta.json").read_text())
         if meta.get("format") != FORMAT:
@@ -261,7 +264,7 @@ class VectorIndex:
         index = cls(meta["dim"], exact_max=meta["exact_max"], hnsw_m=meta["hnsw_m"],
                     ef_construction=meta["ef_construction"], max_dead_share=meta["max_dead_share"])
         n = meta["n_slots"]
-        vecs = np.load(d / "vectors.npy", mmap_mode="r" if mmap and n else None)
+        vecs = load_npy(d / "vectors.npy", "r" if mmap and n else None)  # small ones read (descriptors)
         if vecs.shape != (n, index.dim) or vecs.dtype != np.float32:
             raise ValueError(f"vectors.npy is {vecs.shape} {vecs.dtype}, expected ({n}, {index.dim}) float32")
         stored = json.loads((d / "keys.json").read_text())
