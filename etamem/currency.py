@@ -8,7 +8,8 @@ that change').
   (`Hit.superseded_by`);
 - a superseded hit comes right after the current version of its fact (the end of its chain of
   replacements); when that version was not among the hits it is brought in, with views
-  `("current",)`, and the last hit drops out (the count stays);
+  `("current",)`, and the last hit drops out (the count stays); a raw-turn hit (the fallback's)
+  follows the links of its turn's units;
 - a question about the present (`asks_present`: "now", "currently", "still", "these days", "at
   the moment", "any more", ... — explicit cues, not tense alone) also puts the latest first among
   hits that state the same thing of the same speaker without a link (`etamem.supersession.
@@ -91,6 +92,10 @@ def linked_order(hits: Sequence[Hit], newer: dict[str, list[str]], units: dict[s
     """Each superseded hit right after the current version of its fact (brought in when absent);
     as many hits as given."""
     by_id = {h.amu.amu_id: h for h in hits}
+    by_turn: dict[str, Hit] = {}
+    for h in hits:  # a raw-turn hit (or a unit) already showing the current version's turn
+        for t in h.source_turn_ids:
+            by_turn.setdefault(t, h)
     out: list[Hit] = []
     placed: set[str] = set()
     for h in hits:
@@ -99,9 +104,11 @@ def linked_order(hits: Sequence[Hit], newer: dict[str, list[str]], units: dict[s
             continue
         cur = current_of(uid, newer, units)
         if cur != uid and cur not in placed:
-            found = by_id.get(cur)
-            out.append(found if found is not None else
-                       Hit(units[cur], h.score, ("current",), tuple(units[cur].source_turn_ids)))
+            found = by_id.get(cur) or next((by_turn[t] for t in units[cur].source_turn_ids if t in by_turn), None)
+            if found is None or found.amu.amu_id not in placed:
+                out.append(found if found is not None else
+                           Hit(units[cur], h.score, ("current",), tuple(units[cur].source_turn_ids)))
+                placed.add(found.amu.amu_id if found is not None else cur)
             placed.add(cur)
         out.append(h)
         placed.add(uid)
@@ -143,16 +150,40 @@ def _close(a: AMU, b: AMU) -> bool:
     return len(shared) >= max(1, min(len(wa), len(wb)) // 2)
 
 
+def raw_turn_links(hits: Sequence[Hit], links: Callable[[list[str]], list],
+                   turn_units: Callable[[list[str]], dict[str, list[str]]]) -> list[tuple[str, str, str, float]]:
+    """Replacing links as seen by the raw-turn hits (views `("raw",)`): a raw turn whose units a
+    unit of another turn replaces is replaced by it, and replaces what its units replace."""
+    raw = {h.amu.amu_id: h.source_turn_ids[0] for h in hits if h.views == ("raw",) and h.source_turn_ids}
+    if not raw:
+        return []
+    per_turn = turn_units(sorted(set(raw.values())))
+    own_units = {u for us in per_turn.values() for u in us}
+    rows = [r for r in links(sorted(own_units)) if r[2] in REPLACING] if own_units else []
+    out = []
+    for hid, turn in raw.items():
+        own = set(per_turn.get(turn, ()))
+        for source, target, relation, conf in rows:
+            if target in own and source not in own:
+                out.append((source, hid, relation, conf))
+            elif source in own and target not in own:
+                out.append((hid, target, relation, conf))
+    return out
+
+
 def current_first(hits: Sequence[Hit], query: str, links: Callable[[list[str]], list],
                   load: Callable[[list[str]], dict[str, AMU]], *, windowed: bool = False,
-                  recency_window: int = 10) -> list[Hit]:
+                  recency_window: int = 10,
+                  turn_units: Callable[[list[str]], dict[str, list[str]]] | None = None) -> list[Hit]:
     """`hits` (best first) annotated and reordered as the module docstring says. `links(ids)` ->
     the space's (source, target, relation, confidence) link rows touching `ids`; `load(ids)` ->
-    the stored units by id; `windowed`: the query had a time window (kept as the method ranked)."""
+    the stored units by id; `windowed`: the query had a time window (kept as the method ranked);
+    `turn_units(turn ids)` -> {turn id: unit ids}: raw-turn hits follow their units' links."""
     if not hits:
         return []
     ids = [h.amu.amu_id for h in hits]
     rows = list(links(ids))
+    rows += raw_turn_links(hits, links, turn_units) if turn_units is not None else []
     newer = replacing_links(rows)
     past = windowed or asks_past(query)
     if newer and not past:  # follow the chains to their current ends (a few rounds at most)
@@ -177,11 +208,14 @@ def current_first(hits: Sequence[Hit], query: str, links: Callable[[list[str]], 
     return annotate(hits, rows)
 
 
-def in_store(store, space: str, query: str, hits: Sequence[Hit], *, windowed: bool = False) -> list[Hit]:
+def in_store(store, space: str, query: str, hits: Sequence[Hit], *, windowed: bool = False,
+             turn_units: Callable[[list[str]], dict[str, list[str]]] | None = None) -> list[Hit]:
     """`current_first` over the links and units of `space` in `store` (what `Memory.retrieve`
-    applies to every search when `Config.current_first` is on)."""
+    applies to every search when `Config.current_first` is on); `turn_units` as there (the live
+    index's map of turns to their units)."""
     return current_first(hits, query, lambda ids: store.unit_links(space, ids),
-                         lambda ids: {a.amu_id: a for a in store.amus(space, amu_ids=ids)}, windowed=windowed)
+                         lambda ids: {a.amu_id: a for a in store.amus(space, amu_ids=ids)}, windowed=windowed,
+                         turn_units=turn_units)
 
 
 def status_note(hit: Hit, numbers: dict[str, int] | None = None) -> str:
@@ -223,4 +257,4 @@ def versions(unit_id: str, links: Callable[[list[str]], list], load: Callable[[l
 
 
 __all__ = ["PAST", "PRESENT", "annotate", "asks_past", "asks_present", "current_first", "current_of", "in_store",
-           "linked_order", "recency_order", "replacing_links", "status_note", "versions", "with_status"]
+           "linked_order", "raw_turn_links", "recency_order", "replacing_links", "status_note", "versions", "with_status"]
