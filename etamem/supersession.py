@@ -57,7 +57,8 @@ STRONG_CHANGE = re.compile(
     r"(?<!be )(?<!is )(?<!are )used to|cancell?ed|sold|replaced"
     r"|upgraded|downgraded|promoted|transferred|instead|passed away|down to|went up|went down|raised|increased"
     r"|decreased|lowered|cut (?:down|back|out)|dropped out|turns out|turned out|(?:is|are) off|took (?:me|the \w+|him|her|them) off"
-    r"|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months|ages|years))\b", re.IGNORECASE)
+    r"|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months|ages|years)|got rid of|from now on"
+    r"|grew|shrank|rose|fell to|up to|changed (?:my|the \w+'s|his|her|their|our) minds?)\b", re.IGNORECASE)
 # ... and words that only suggest it ("now", "new", "started"): they count for an attribute that holds
 # one value at a time (_SINGLE_STEMS, CATEGORIES)
 WEAK_CHANGE = re.compile(
@@ -65,7 +66,8 @@ WEAK_CHANGE = re.compile(
     r"|update|updated|adopted|proposed|raise|after the (?:raise|move|promotion|surgery|operation|breakup"
     r"|wedding))\b", re.IGNORECASE)
 CHANGE = re.compile(f"{STRONG_CHANGE.pattern}|{WEAK_CHANGE.pattern}", re.IGNORECASE)
-_PLAN = re.compile(r"\b(?:will|going to|gonna|plan(?:s|ning)? to|about to|thinking of|might|(?-i:may)|hope to|want to"
+_PLAN = re.compile(r"\b(?:will|going to(?! (?:the|a|an|my|his|her|their|our|your|work|school|bed|church|class"
+                   r"|college|gym|office)\b)|gonna|plan(?:s|ning)? to|about to|thinking of|might|(?-i:may)|hope to|want to"
                    r"|(?:am|is|are|'m|'re) (?!now\b)\w+ing (?:to|in|on|for|next|this)\b)", re.IGNORECASE)
 _REQUEST = re.compile(r"^(?:please|can you|could you|would you|write|give|explain|make|create|tell|help|list"
                       r"|show|generate|translate|rewrite|summari[sz]e|describe|suggest|recommend|provide|draft)\b",
@@ -276,6 +278,10 @@ def mentions(text: str, speaker: str) -> bool:
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|my|me|we|our|we're)\b")
 _WINDOW = 4  # tokens between a change word and the subject word it changes
+_STRONG_SIMILARITY = 0.6  # a replacement word between statements this close needs no shared word
+_REPLACED = re.compile(r"\b(?:switched|switching|replaced|got rid of|sold|traded|swapped|upgraded|downgraded"
+                       r"|moved|relocated|transferred)\b", re.IGNORECASE)  # an object or a place replaced
+CATEGORY_FLOOR = 0.25  # "relocated to Sacramento" after "renting a house in Portland": cosine 0.29
 
 
 def change_near_subject(new: str, shared: set[str], pattern: re.Pattern = CHANGE) -> bool:
@@ -286,23 +292,38 @@ def change_near_subject(new: str, shared: set[str], pattern: re.Pattern = CHANGE
     t = new.replace("\u2019", "'")
     words = [(m.start(), m.end(), stem(m.group(0))) for m in re.finditer(r"[A-Za-z][A-Za-z'-]*", t)]
     at = [i for i, (a, _, w) in enumerate(words) if w in shared or w.removesuffix("'s") in shared]
+    bounds = [0] + [m.end() for m in re.finditer(r"[,;:.!?]", t)]
+    clause = [max(i for i, b in enumerate(bounds) if b <= a) for a, _, _ in words]  # clause of each word
     for m in pattern.finditer(t):
         first = next((i for i, (a, b, _) in enumerate(words) if b > m.start()), len(words))
         last = next((i for i, (a, b, _) in enumerate(words) if b >= m.end()), first)
-        if any(first - _WINDOW <= i <= last + _WINDOW for i in at):
-            return True
+        for i in at:  # near, or, in a short statement, in the change's clause ("Gym days are Tuesday and Thursday now")
+            if first - _WINDOW <= i <= last + _WINDOW or (len(words) <= 12 and first < len(words)
+                                                          and clause[i] == clause[first]):
+                return True
     return False
 
 
 def supersedes(new: str, old: str, similarity: float, *, speaker: str = "", floor: float = 0.4) -> float | None:
     """The confidence that statement `new` replaces the older statement `old` of the same
     speaker (rules in the module docstring), or None."""
-    if similarity < floor or new.strip().lower() == old.strip().lower() or not (is_fact(new) and is_fact(old)):
+    if similarity < min(floor, CATEGORY_FLOOR) or new.strip().lower() == old.strip().lower() \
+            or not (is_fact(new) and is_fact(old)):
         return None
-    if not mentions(old, speaker) or not same_subject(new, old, speaker):
-        return None  # the older statement must be the speaker's own fact
-    conf = round(0.5 + 0.5 * min(1.0, max(0.0, similarity)), 3)
+    if similarity < floor:  # less alike: only a replacement word within one exclusive attribute
+        conf = round(0.5 + 0.5 * similarity, 3)
+        same_attribute = holder(new) == holder(old) and bool(categories(new) & categories(old))
+        return conf if same_attribute and mentions(old, speaker) and STRONG_CHANGE.search(new) else None
     words_n, words_o = subject_words(new, speaker), subject_words(old, speaker)
+    strong = bool(STRONG_CHANGE.search(new.replace("\u2019", "'")))
+    if not mentions(old, speaker) and not (strong and len(words_n & words_o) >= 2):
+        return None  # the older statement must be the speaker's own fact (or the very same thing)
+    if holder(new) == holder(old) and similarity >= _STRONG_SIMILARITY and _REPLACED.search(new) \
+            and max(len(new.split()), len(old.split())) <= 20:
+        return round(0.5 + 0.5 * min(1.0, similarity), 3)  # "switched to a Pixel" after "uses an iPhone"
+    if not same_subject(new, old, speaker):
+        return None
+    conf = round(0.5 + 0.5 * min(1.0, max(0.0, similarity)), 3)
     shared = words_n & words_o
     att_n, att_o = attitude(new), attitude(old)
     # a stance turned over, or a state denied, about the same thing: short statements, the
@@ -322,9 +343,33 @@ def supersedes(new: str, old: str, similarity: float, *, speaker: str = "", floo
     if change_near_subject(new, shared if dated else single, WEAK_CHANGE) \
             or (same_attribute and WEAK_CHANGE.search(new)):
         return conf  # "new manager", "budget is now", "vegan now": an attribute of one value; a date
-    if same_frame_new_value(old, new) or regime_change(new, old):
+    if _PAST_EVENT.search(new):
+        return None  # a dated event ("ran 8 km yesterday") is not a new value of a state
+    if same_frame_new_value(old, new) or regime_change(new, old) or quantity_change(new, old):
         return conf
     return None
+
+
+_QUANTITY = re.compile(r"(?:\$|\b)(\d[\d,.]*)\s*(k\b|%|[a-z]+)?", re.IGNORECASE)
+_PAST_EVENT = re.compile(r"\b(?:yesterday|last (?:week|night|weekend|month|year)|ago|\w+ed (?:today|yesterday))\b",
+                         re.IGNORECASE)
+
+
+def quantity_change(new: str, old: str) -> bool:
+    """The same quantity with another number: a number followed by the same unit word in both
+    ("20 miles a week" -> "35 miles a week", "6 people" -> "11 people", "$300" -> "$500"), the
+    numbers different (`supersedes` leaves dated past events out: "ran 10 miles yesterday")."""
+
+    def amounts(text: str) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for m in _QUANTITY.finditer(_PAREN.sub(" ", text)):
+            unit = (m.group(2) or ("$" if m.group(0).startswith("$") else "")).lower()
+            if unit and unit not in ("am", "pm", "st", "nd", "rd", "th", "and", "or", "to", "of", "a", "the"):
+                out.setdefault(unit.rstrip("s") if len(unit) > 3 else unit, set()).add(m.group(1).replace(",", ""))
+        return out
+
+    a, b = amounts(old), amounts(new)
+    return any(unit in a and not values & a[unit] for unit, values in b.items())
 
 
 @dataclass(frozen=True)
@@ -437,7 +482,7 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
         pool: dict[str, Candidate] = {}
         earlier = [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)]
         for other, cos in [*near[i], *earlier]:
-            if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= floor \
+            if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= min(floor, CATEGORY_FLOOR) \
                     and other.amu_id != unit.amu_id:
                 pool[other.amu_id] = Candidate(other.amu_id, other.text, other.speaker, other.timestamp, float(cos),
                                                tuple(f"turn:{other.space}/{t}" for t in other.source_turn_ids))
@@ -452,6 +497,6 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
 
 
 __all__ = ["CATEGORIES", "CHANGE", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
-           "REGIMES", "REPLACING", "RuleSupersession", "change_near_subject", "mentions", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
+           "CATEGORY_FLOOR", "REGIMES", "REPLACING", "RuleSupersession", "change_near_subject", "mentions", "quantity_change", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
            "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "regime_change", "same_frame_new_value",
            "same_subject", "subject_words", "supersedes"]

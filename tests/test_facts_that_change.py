@@ -68,6 +68,10 @@ def changed(minilm):
     ("Java is the user's favourite language.", "Go is the user's favourite language, the user writes it daily."),
     ("The user puts $200 a month into savings.", "The user puts $350 a month into savings."),  # a new amount
     ("The user's demo day is on April 3.", "Demo day is now May 20, the sponsor asked for it."),  # "May": a month
+    ("The user swims about 3 km a week.", "Swimming 5 km a week these days."),  # the same quantity, a new number
+    ("The user's band has 4 members.", "The band grew to 6 members."),
+    ("The user owns an old Vespa.", "The user got rid of the Vespa, the user takes the bus now."),
+    ("The user always orders the pasta there.", "The salad for the user from now on, the pasta is too heavy."),
 ])
 def test_rules_link_a_new_value_of_the_same_attribute(old, new):
     assert supersedes(new, old, 0.6, speaker="user") is not None
@@ -83,9 +87,22 @@ def test_rules_link_a_new_value_of_the_same_attribute(old, new):
     ("The user lives in Denver.", "The user lives in Denver."),
     ("The user is vegan.", "The user doesn't eat pork."),  # no diet of its own
     ("The user walks to work.", "The user walks the dog after work."),
+    ("The user ran 5 km on Monday.", "The user ran 8 km yesterday."),  # events, not one quantity
 ])
 def test_rules_leave_statements_that_stay_true_alone(old, new):
     assert supersedes(new, old, 0.6, speaker="user") is None
+
+
+def test_a_replacement_word_links_alike_statements_and_an_exclusive_attribute_across_values():
+    # no shared word, but "switched" and a cosine of 0.6 or more
+    assert supersedes("The user switched to a Kindle, tired of paper books.", "The user reads paper books.", 0.62,
+                      speaker="user") is not None
+    assert supersedes("The user switched to a Kindle.", "The user reads paper books.", 0.45, speaker="user") is None
+    # where one lives: "relocated" across two city names far apart in the embedding
+    old, new = "The user rents a flat in Leeds.", "The user relocated to Bristol for a new job."
+    assert supersedes(new, old, 0.3, speaker="user") is not None
+    assert supersedes("The user visited Bristol for a new job.", old, 0.3, speaker="user") is None
+    assert supersedes(new, old, 0.2, speaker="user") is None  # below every floor
 
 
 def test_no_false_supersession_on_the_short_statements(minilm):
