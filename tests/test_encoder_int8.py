@@ -26,7 +26,8 @@ SENTENCES = ["Ana adopted a grey cat named Miso last spring.",
              "What instrument does Ben play?",
              "I went hiking in the mountains near the lake with my kids on Saturday, and we saw a deer.",
              "ok",
-             "The bakery on Main Street sells wonderful sourdough bread, but it closes at noon on Sundays."]
+             "The bakery on Main Street sells wonderful sourdough bread, but it closes at noon on Sundays.",
+             "", "Émile a mangé des crêpes à Zürich!", "Her name is Pixel. " * 200]  # empty, accents, truncated
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def memory_with(path, encoder) -> Memory:
 
 def test_a_store_built_with_fp32_refuses_int8_until_reindexed(tmp_path, int8, fp32):
     turns = [{"turn_id": f"s0:{i}", "session_id": "s0", "speaker": "Ana", "text": t,
-              "timestamp": (T0 + timedelta(hours=i)).isoformat()} for i, t in enumerate(SENTENCES)]
+              "timestamp": (T0 + timedelta(hours=i)).isoformat()} for i, t in enumerate(SENTENCES[:5])]
     mem = memory_with(tmp_path, fp32)
     mem.add(turns, space="ana")
     mem.close()
