@@ -1,6 +1,6 @@
 """Derived files of a store: a live space's search indexes saved beside the database so that opening a large store neither re-encodes nor re-indexes.
 
-    <store>/derived/<salted hash of space>/g<generation>-<epoch>/{meta.json, index/, turns/}
+    <store>/derived/<salted hash of space>/g<generation>-<epoch>/{meta.json, index/, turns/, snapshot/}
 
 They are caches of what the database says. Each directory carries the space's stamp (epoch,
 generation: `SqlStore.stamp`) it was written at and a checksum of every file in it; the store
@@ -8,7 +8,9 @@ keeps the same stamp and checksum (space meta `derived`), written after the file
 is used only when its stamp is the store's and its files still hash to the recorded checksum,
 so truncated, zeroed, rewritten or swapped files, and files of another generation or of an
 earlier life of the space, are never loaded: they are ignored and rebuilt from the stored
-vectors, and a store never fails to open because of them. Directories are written under a
+vectors, and a store never fails to open because of them. `snapshot/` (`etamem.space_snapshot`)
+holds the space's units, vectors, view rows and turns, so that a current directory opens the space
+without reading them from the store. Directories are written under a
 temporary name and renamed into place (a crash leaves no half-written generation), readable by
 the owner only.
 """
@@ -22,6 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from . import space_snapshot
 from .private_files import private_dir
 
 log = logging.getLogger(__name__)
@@ -57,16 +60,19 @@ def _name(stamp: tuple[str, int]) -> str:
     return f"g{generation}-{epoch or 'none'}"
 
 
-def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "") -> tuple[Path, str]:
+def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "", views=None) -> tuple[Path, str]:
     """Write `index` (a `SpaceIndex`) and `turns` (a `TurnIndex`) for `stamp` (epoch,
-    generation) atomically; older directories of the space are removed. Returns the directory
-    and its checksum, which the caller records in the store (`record`)."""
+    generation) atomically, with the snapshot of `views` (`SpaceViews`), units and turns to open
+    from (`etamem.space_snapshot`) when given; older directories of the space are removed.
+    Returns the directory and its checksum, which the caller records in the store (`record`)."""
     base = private_dir(space_dir(root, space, salt))
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))  # 0700
     final = base / _name(stamp)
     try:
         index.save(tmp / "index")
         turns.save(tmp / "turns")
+        if views is not None:
+            space_snapshot.write(tmp / space_snapshot.DIRNAME, views, index, turns)
         for path in tmp.rglob("*"):  # the owner's only, like the store (`etamem.private_files`)
             os.chmod(path, 0o700 if path.is_dir() else 0o600)
         check = digest(tmp)
