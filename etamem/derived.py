@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 from . import space_snapshot
@@ -96,9 +97,11 @@ def record(stamp: tuple[str, int], check: str) -> str:
     return json.dumps({"format": FORMAT, "stamp": list(stamp), "digest": check})
 
 
-def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: str = "") -> Path | None:
+def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: str = "", *,
+         verify: bool = True) -> Path | None:
     """The directory saved for exactly this stamp of the space whose files still hash to the
-    checksum the store recorded (`recorded`: the space meta `RECORD_KEY`), or None."""
+    checksum the store recorded (`recorded`: the space meta `RECORD_KEY`), or None. `verify`
+    False: the checksum is left to the caller (`Verifier`)."""
     if not recorded:
         return None
     d = space_dir(root, space, salt) / _name(stamp)
@@ -109,12 +112,43 @@ def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: s
                 or kept.get("format") != FORMAT or kept.get("stamp") != list(stamp)
                 or meta.get("digest") != kept.get("digest")):
             return None
-        if digest(d) != kept["digest"]:
+        if verify and digest(d) != kept["digest"]:
             log.warning("space %s: derived files in %s do not match their checksum; rebuilding", space, d)
             return None
     except (OSError, ValueError, TypeError, AttributeError):
         return None
     return d
+
+
+class Verifier:
+    """The checksum of a directory `find` returned unverified, computed in a background thread
+    (hashing and reading release the GIL) while the caller parses its plain files; `ok()` waits
+    for it. Nothing whose damaged bytes could crash the process (FAISS, BM25 indexes) may be
+    loaded before `ok()` is True, and nothing parsed meanwhile kept when it is False."""
+
+    def __init__(self, directory: Path, space: str, recorded: str):
+        self.directory, self.space = directory, space
+        self._want = json.loads(recorded)["digest"]
+        self._got: str | None = None
+        self._verdict: bool | None = None
+        self._thread = threading.Thread(target=self._run, name="etamem-derived-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._got = digest(self.directory)
+        except Exception:  # noqa: BLE001 - unreadable: not the recorded files
+            self._got = ""
+
+    def ok(self) -> bool:
+        """The files hash to the recorded checksum (a warning, once, when they do not)."""
+        if self._verdict is None:
+            self._thread.join()
+            self._verdict = self._got == self._want
+            if not self._verdict:
+                log.warning("space %s: derived files in %s do not match their checksum; rebuilding", self.space,
+                            self.directory)
+        return self._verdict
 
 
 def drop(root, space: str, salt: str = "") -> None:

@@ -100,11 +100,15 @@ class LiveSpace:
         with store.snapshot():
             stamp = store.stamp(space)
             recorded = store.get_space_meta(space, derived.RECORD_KEY) if root is not None else None
-            found = None if root is None else derived.find(root, space, stamp, recorded, store.name_salt())
+            found = None if root is None else derived.find(root, space, stamp, recorded, store.name_salt(),
+                                                           verify=False)
+            check = None if found is None else derived.Verifier(found, space, recorded)  # hashing meanwhile
             fast = None if found is None else cls._from_snapshot(store, space, config, text_dim, affect_dim,
-                                                                 found, stamp)
+                                                                 found, stamp, check)
             if fast is not None:
                 return fast
+            if check is not None and not check.ok():
+                found = None
             amus = store.amus(space)
             ids = [a.amu_id for a in amus]
             if ids:
@@ -128,26 +132,31 @@ class LiveSpace:
         return live
 
     @classmethod
-    def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, found, stamp) -> "LiveSpace | None":
+    def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, found, stamp,
+                       check: derived.Verifier) -> "LiveSpace | None":
         """The space opened from the snapshot in the current derived directory `found`
         (`etamem.space_snapshot`) without reading its unit rows, vector blobs, view rows or
         turns from the store (only their ids, for their order); None, with a warning when it was
-        there but not usable (the caller opens from the store)."""
+        there but not usable (the caller opens from the store). The snapshot's plain files are
+        parsed while `check` hashes the directory; the indexes are loaded once it matched."""
         directory = found / space_snapshot.DIRNAME
         if not space_snapshot.exists(directory):
             return None
         try:
-            snap = space_snapshot.read(directory, store.active_amu_ids(space), store.extracted_turn_ids(space))
-            if snap.text_vecs.shape[1:] != (text_dim,) or snap.affect_vecs.shape[1:] != (affect_dim,):
-                raise ValueError("snapshot vectors of another dimension")
-            views = SpaceViews.load(store, space, config, snap.amus, snap.text_vecs, snap.affect_vecs, text_dim,
-                                    affect_dim, saved=snap.views)
-            payload, _ = views.pop_changes()
-            if any(p[1] or p[2] for p in payload):
-                raise ValueError("its views needed a repair")
-            index = SpaceIndex.load(found / "index", views, snap.amus, snap.text_vecs, snap.affect_vecs,
-                                    exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
-            turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
+            with space_snapshot.gc_paused():
+                snap = space_snapshot.read(directory, store.active_amu_ids(space), store.extracted_turn_ids(space))
+                if snap.text_vecs.shape[1:] != (text_dim,) or snap.affect_vecs.shape[1:] != (affect_dim,):
+                    raise ValueError("snapshot vectors of another dimension")
+                views = SpaceViews.load(store, space, config, snap.amus, snap.text_vecs, snap.affect_vecs, text_dim,
+                                        affect_dim, saved=snap.views)
+                payload, _ = views.pop_changes()
+                if any(p[1] or p[2] for p in payload):
+                    raise ValueError("its views needed a repair")
+                if not check.ok():  # warned: damaged, nothing parsed is kept
+                    return None
+                index = SpaceIndex.load(found / "index", views, snap.amus, snap.text_vecs, snap.affect_vecs,
+                                        exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
+                turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
         except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, open from the store
             log.warning("space %s: snapshot in %s not usable (%s: %s); opening from the store", space, directory,
                         type(exc).__name__, exc)

@@ -115,7 +115,7 @@ def test_a_snapshot_of_another_generation_is_ignored(tmp_path, monkeypatch, capl
     writer = memory(path)  # another process writes and never saves its derived files
     writer.add([{"turn_id": "late", "session_id": "s99", "speaker": "Ana",
                  "text": "I adopted a hedgehog called Pickles.", "timestamp": "2023-12-01T10:00"}], space="u")
-    monkeypatch.setattr(writer, "checkpoint", lambda: [])
+    monkeypatch.setattr(writer, "checkpoint", list)
     reader = memory(path)
     try:
         caplog.set_level(logging.WARNING)
