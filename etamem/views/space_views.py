@@ -226,7 +226,8 @@ class SpaceViews:
                         else TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps))
                 views._stale[view] = [r["node_id"] for r in rows]  # deleted by the next save
                 views._history_saved.pop(view, None)
-        missing = [i for i, a in enumerate(amus) if views.view_of(a.amu_id) is None or a.amu_id not in views.time.amu_session]
+        in_tree, in_time = views.event.row_of.keys() | views.affect.row_of.keys(), views.time.amu_session
+        missing = [i for i, a in enumerate(amus) if a.amu_id not in in_tree or a.amu_id not in in_time]
         if missing:
             log.info("space %s: inserting %d AMUs missing from the views", space, len(missing))
             for i in missing:
