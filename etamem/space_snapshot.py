@@ -61,13 +61,23 @@ def gc_paused():
             gc.enable()
 
 
-def _amu_row(a: AMU) -> list:
-    return [a.amu_id, a.text, a.speaker, a.timestamp.isoformat(), a.session_id, list(a.source_turn_ids),
-            a.polarity, [float(s) for s in a.polarity_scores], a.status, a.space]
+class _Iso(dict):
+    """(datetime, its UTC offset) -> its ISO string, each distinct time formatted once (units share
+    their turns' times). The offset is in the key: equal instants in two zones are equal
+    datetimes, not equal strings."""
+
+    def __missing__(self, key: tuple) -> str:
+        self[key] = text = key[0].isoformat()
+        return text
 
 
-def _turn_row(t: Turn) -> list:
-    return [t.turn_id, t.session_id, t.speaker, t.text, t.timestamp.isoformat(), t.space, t.extra]
+def _amu_row(a: AMU, iso: _Iso) -> list:
+    return [a.amu_id, a.text, a.speaker, iso[a.timestamp, a.timestamp.utcoffset()], a.session_id,
+            list(a.source_turn_ids), a.polarity, [float(s) for s in a.polarity_scores], a.status, a.space]
+
+
+def _turn_row(t: Turn, iso: _Iso) -> list:
+    return [t.turn_id, t.session_id, t.speaker, t.text, iso[t.timestamp, t.timestamp.utcoffset()], t.space, t.extra]
 
 
 def _view_rows(views, view: str) -> tuple[str, np.ndarray, list[dict], list[dict], np.ndarray]:
@@ -96,8 +106,9 @@ def write(directory: str | Path, views, index, turns) -> None:
     slots = [s for s, a in enumerate(index.ids) if a is not None]
     amus = [index.amu_of[index.ids[s]] for s in slots]
     live_turns = [t for t in turns.turns if t is not None]
-    (d / "rows.json").write_text(json.dumps({"format": FORMAT, "amus": [_amu_row(a) for a in amus],
-                                             "turns": [_turn_row(t) for t in live_turns]},
+    iso = _Iso()
+    (d / "rows.json").write_text(json.dumps({"format": FORMAT, "amus": [_amu_row(a, iso) for a in amus],
+                                             "turns": [_turn_row(t, iso) for t in live_turns]},
                                             sort_keys=True))  # a turn's extra as the store keeps it
     np.save(d / "amu_text.npy", np.ascontiguousarray(index.text_vecs[slots], np.float32), allow_pickle=False)
     np.save(d / "amu_affect.npy", np.ascontiguousarray(index.affect_vecs[slots], np.float32), allow_pickle=False)

@@ -32,7 +32,8 @@ def memory(path) -> Memory:
 def session(rng, s: int, n: int) -> list[dict]:
     return [{"turn_id": f"s{s}-{i}", "session_id": f"s{s}", "speaker": ["Ana", "Ben"][i % 2],
              "text": f"{MOODS[int(rng.integers(len(MOODS)))]} the {' and the '.join(rng.choice(WORDS, 2))}.",
-             "timestamp": f"2023-0{1 + s % 9}-{1 + i:02d}T10:00", "extra": {"z": i, "a": [s, "x"]}}
+             "timestamp": f"2023-0{1 + s // 2 % 9}-{1 + i:02d}T{10 + s % 2}:00{'+01:00' if s % 2 else '+00:00'}",
+             "extra": {"z": i, "a": [s, "x"]}}  # the same instants in two zones
             for i in range(n)]
 
 
@@ -58,7 +59,9 @@ def answers(mem: Memory) -> dict:
                      for q in QUERIES],
             "info": {k: v for k, v in mem.index_info("u").items() if k != "saved"},
             "shape": mem.views("u").shape(), "amus": live.index.amus,
-            "turns": [t for t in live.turns.turns if t is not None], "arrival": live.turns.arrival}
+            "turns": [t for t in live.turns.turns if t is not None], "arrival": live.turns.arrival,
+            "times": [a.timestamp.isoformat() for a in live.index.amus]  # equal datetimes, not equal zones
+            + [t.timestamp.isoformat() for t in live.turns.turns if t is not None]}
 
 
 def open_without_reading_rows(mem: Memory, monkeypatch) -> None:
