@@ -179,3 +179,14 @@ def test_an_unusable_snapshot_with_a_valid_checksum_falls_back_with_a_warning(tm
         assert "snapshot" in caplog.text and "not usable" in caplog.text
     finally:
         mem.close()
+
+
+def test_open_benchmark_measures_both_paths_with_the_same_hits(tmp_path, monkeypatch):
+    from benchmarks import open_snapshot
+
+    monkeypatch.chdir(open_snapshot.Path(open_snapshot.__file__).resolve().parents[1])
+    out = tmp_path / "open.json"
+    open_snapshot.main(["--sizes", "300", "--repeat", "1", "--work", str(tmp_path / "w"), "--out", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["same_hits"] and {r["mode"] for r in row["runs"]} == {"store", "snapshot"}
+    assert all(r["units"] >= 300 for r in row["runs"])
