@@ -97,18 +97,12 @@ class LiveSpace:
         snapshot of the store. Views that fail validation are rebuilt from the units; with
         `repair` (the caller holds the space's write locks) the repaired views and any new turn
         vectors are written back, else they stay in memory and `unsaved_repair` is set."""
+        fast = None if root is None else cls._from_snapshot(store, space, config, text_dim, affect_dim, root)
+        if fast is not None:
+            return fast
         with store.snapshot():
             stamp = store.stamp(space)
             recorded = store.get_space_meta(space, derived.RECORD_KEY) if root is not None else None
-            found = None if root is None else derived.find(root, space, stamp, recorded, store.name_salt(),
-                                                           verify=False)
-            check = None if found is None else derived.Verifier(found, space, recorded)  # hashing meanwhile
-            fast = None if found is None else cls._from_snapshot(store, space, config, text_dim, affect_dim,
-                                                                 found, stamp, check)
-            if fast is not None:
-                return fast
-            if check is not None and not check.ok():
-                found = None
             amus = store.amus(space)
             ids = [a.amu_id for a in amus]
             if ids:
@@ -123,7 +117,7 @@ class LiveSpace:
         if repaired and repair:
             store.save_views(space, payload)
             stamp = store.stamp(space)
-        found = None if repaired else found
+        found = None if root is None or repaired else derived.find(root, space, stamp, recorded, store.name_salt())
         live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode,
                             found, stamp, repair)  # (repaired: the derived files describe the old views)
         live.unsaved_repair = repaired and not repair
@@ -132,19 +126,25 @@ class LiveSpace:
         return live
 
     @classmethod
-    def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, found, stamp,
-                       check: derived.Verifier) -> "LiveSpace | None":
-        """The space opened from the snapshot in the current derived directory `found`
+    def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, root) -> "LiveSpace | None":
+        """The space opened from the snapshot in its current derived directory under `root`
         (`etamem.space_snapshot`) without reading its unit rows, vector blobs, view rows or
-        turns from the store (only their ids, for their order); None, with a warning when it was
-        there but not usable (the caller opens from the store). The snapshot's plain files are
-        parsed while `check` hashes the directory; the indexes are loaded once it matched."""
-        directory = found / space_snapshot.DIRNAME
-        if not space_snapshot.exists(directory):
-            return None
+        turns from the store (only their ids, for their order, in the snapshot of the store that
+        reads the stamp); None when there is none, with a warning when it was there but not
+        usable (the caller opens from the store). The snapshot's plain files are parsed while
+        a thread hashes the directory; the indexes are loaded once it matched."""
+        with store.snapshot():  # the store (and its lock) only for the stamp and the id columns
+            stamp = store.stamp(space)
+            recorded = store.get_space_meta(space, derived.RECORD_KEY)
+            found = derived.find(root, space, stamp, recorded, store.name_salt(), verify=False)
+            directory = None if found is None else found / space_snapshot.DIRNAME
+            if directory is None or not space_snapshot.exists(directory):
+                return None
+            ids = store.active_amu_ids(space), store.extracted_turn_ids(space)
+        check = derived.Verifier(found, space, recorded)  # hashing meanwhile
         try:
             with space_snapshot.gc_paused():
-                snap = space_snapshot.read(directory, store.active_amu_ids(space), store.extracted_turn_ids(space))
+                snap = space_snapshot.read(directory, *ids)
                 if snap.text_vecs.shape[1:] != (text_dim,) or snap.affect_vecs.shape[1:] != (affect_dim,):
                     raise ValueError("snapshot vectors of another dimension")
                 views = SpaceViews.load(store, space, config, snap.amus, snap.text_vecs, snap.affect_vecs, text_dim,
@@ -158,8 +158,9 @@ class LiveSpace:
                                         exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
                 turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
         except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, open from the store
-            log.warning("space %s: snapshot in %s not usable (%s: %s); opening from the store", space, directory,
-                        type(exc).__name__, exc)
+            if check.ok():  # (else warned as damaged)
+                log.warning("space %s: snapshot in %s not usable (%s: %s); opening from the store", space,
+                            directory, type(exc).__name__, exc)
             return None
         return cls(space, views, index, turn_index, stamp, saved=True)
 
