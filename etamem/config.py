@@ -66,7 +66,7 @@ class Config:
 
     # --- facts that change (etamem.supersession, etamem.currency) -----------------------------
     supersession: str = "auto"  # "auto" (llm when configured, else rules) | "rules" | "llm" | "off"
-    supersession_floor: float = 0.4  # older units of the same speaker at or above this cosine are candidates
+    supersession_floor: float = 0.4  # below this cosine only a replacement word within one exclusive attribute links
     current_first: bool = True  # search: a superseded unit ranks right after what replaced it
 
     # --- time ------------------------------------------------------------------
@@ -361,7 +361,7 @@ _BETWEEN = {  # field: (low, high), inclusive
     "query_name_mix": (0.0, 1.0),
     "vader_profile_weight": (0.0, 1.0),
     "calibration_ema_alpha": (0.0, 1.0), "calibration_low_pct": (0.0, 100.0), "calibration_high_pct": (0.0, 100.0),
-    "fta_lambda": (0.0, 1.0), "fta_tau": (-1.0, 1.0), "fta_link_floor": (-1.0, 1.0),
+    "fta_lambda": (0.0, 1.0), "fta_tau": (-1.0, 1.0), "fta_link_floor": (-1.0, 1.0), "supersession_floor": (-1.0, 1.0),
     "fta_construction_temperature": (0.0, 2.0), "fta_bm25_weight": (0.0, 1.0),
     "tau_new_init": (-1.0, 1.0), "tau_coh_init": (-1.0, 1.0), "tau_merge_init": (-1.0, 1.0),
 }
