@@ -35,6 +35,7 @@ PAST = re.compile(r"\b(?:before|previously|used to|formerly|originally|at first|
                   r"|^\W*(?:did|was|were|had|what was|where was|who was|when was|how much was|which \w+ was"
                   r"|what did|where did|who did|how did|when did|which \w+ did)\b", re.IGNORECASE)
 MAX_CHAIN = 16  # replacements followed from one unit
+RAW_PREFIX = "turn:"  # ids of the raw-turn fallback's hits (etamem.retrieval.fallback)
 
 
 def asks_present(query: str) -> bool:
@@ -65,8 +66,11 @@ def annotate(hits: Sequence[Hit], links: Iterable[tuple[str, str, str, float]]) 
         if relation in REPLACING:
             newer.setdefault(target, []).append(source)
             older.setdefault(source, []).append(target)
-    return [replace(h, supersedes=tuple(dict.fromkeys(older.get(h.amu.amu_id, ()))),
-                    superseded_by=tuple(dict.fromkeys(newer.get(h.amu.amu_id, ())))) for h in hits]
+    def units_only(ids):  # a raw-turn hit's id ("turn:<id>") names no unit: not listed
+        return tuple(dict.fromkeys(x for x in ids if not x.startswith(RAW_PREFIX)))
+
+    return [replace(h, supersedes=units_only(older.get(h.amu.amu_id, ())),
+                    superseded_by=units_only(newer.get(h.amu.amu_id, ()))) for h in hits]
 
 
 def current_of(unit_id: str, newer: dict[str, list[str]], units: dict[str, AMU]) -> str:

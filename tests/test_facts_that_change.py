@@ -281,3 +281,20 @@ def test_fta_units_get_supersedes_links_history_and_current_first(minilm):
     assert [u.status for u in history] == ["superseded", "final"] and "Milwaukee" in history[-1].text
     hits = mem.search("Where does the user live now?", space="u", top_k=3, now=T0 + timedelta(days=40))
     assert "Milwaukee" in hits[0].amu.text and hits[0].supersedes == (links[0].target,)
+
+
+def test_a_raw_turn_hit_follows_the_links_of_its_units():
+    def amu(uid, day, turn):
+        return AMU(uid, f"text {uid}", "user", T0 + timedelta(days=day), "s", (turn,))
+
+    old, new = amu("t1#0", 0, "t1"), amu("t9#0", 30, "t9")
+    raw = Hit(AMU("turn:t1", "I live in Chicago.", "user", old.timestamp, "s", ("t1",)), 0.9, ("raw",), ("t1",))
+    other = Hit(amu("t5#0", 5, "t5"), 0.5, ("event",), ("t5",))
+    links = [("t9#0", "t1#0", "supersedes", 0.8)]
+    rows = lambda ids: [r for r in links if r[0] in ids or r[1] in ids]  # noqa: E731
+    done = current_first([raw, other], "Where does she live?", rows, lambda ids: {"t9#0": new},
+                         turn_units=lambda ts: {"t1": ["t1#0"]} if "t1" in ts else {})
+    assert [h.amu.amu_id for h in done] == ["t9#0", "turn:t1"]  # the current unit first, the raw turn after
+    assert done[1].superseded_by == ("t9#0",) and done[0].supersedes == ("t1#0",)  # unit ids only
+    plain = current_first([raw, other], "Where does she live?", rows, lambda ids: {"t9#0": new})
+    assert [h.amu.amu_id for h in plain] == ["turn:t1", "t5#0"]  # without the turn map: as ranked
