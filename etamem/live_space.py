@@ -69,6 +69,11 @@ class LiveSpace:
         """A search or write holds (or waits for) this state's lock right now."""
         return self.rw.busy()
 
+    def units_of_turns(self, turn_ids: list[str]) -> dict[str, list[str]]:
+        """turn id -> ids of the live units drawn from it (read under the state's lock)."""
+        with self.rw.read():
+            return {t: list(self.index.units_of_turn.get(t, ())) for t in turn_ids}
+
     def nbytes(self) -> int:
         """Estimated bytes of the arrays this state holds (views, indexes, vectors), measured again
         only after its stamp moved (`etamem.residency.array_bytes`). Taken without the lock (a

@@ -268,12 +268,9 @@ class Memory(Engine):
         return replace(result, hits=with_sources(hits, lambda ids: self._turns_by_id(space, ids)))
 
     def _turn_units(self, space: str, turn_ids: list[str]) -> dict[str, list[str]]:
-        """turn id -> ids of the units drawn from it (the live index's map; {} if not live)."""
+        """turn id -> ids of the units drawn from it (`LiveSpace.units_of_turns`; {} if not live)."""
         live = self._live.get(space)
-        if live is None:
-            return {}
-        with live.rw.read():
-            return {t: list(live.index.units_of_turn.get(t, ())) for t in turn_ids}
+        return {} if live is None else live.units_of_turns(turn_ids)
 
     def history(self, unit_id: str, space: str = "default") -> list:
         """The versions of a fact, oldest first, `unit_id` included. AMUs: the units joined to it

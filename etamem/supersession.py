@@ -65,7 +65,6 @@ WEAK_CHANGE = re.compile(
     r"\b(?:now|nowadays|these days|currently|new|became|become|started|joined|took up|picked up|finally|actually"
     r"|update|updated|adopted|proposed|raise|after the (?:raise|move|promotion|surgery|operation|breakup"
     r"|wedding))\b", re.IGNORECASE)
-CHANGE = re.compile(f"{STRONG_CHANGE.pattern}|{WEAK_CHANGE.pattern}", re.IGNORECASE)
 _PLAN = re.compile(r"\b(?:will|going to(?! (?:the|a|an|my|his|her|their|our|your|work|school|bed|church|class"
                    r"|college|gym|office)\b)|gonna|plan(?:s|ning)? to|about to|thinking of|might|(?-i:may)|hope to|want to"
                    r"|(?:am|is|are|'m|'re) (?!now\b)\w+ing (?:to|in|on|for|next|this)\b)", re.IGNORECASE)
@@ -284,7 +283,7 @@ _REPLACED = re.compile(r"\b(?:switched|switching|replaced|got rid of|sold|traded
 CATEGORY_FLOOR = 0.25  # "relocated to Sacramento" after "renting a house in Portland": cosine 0.29
 
 
-def change_near_subject(new: str, shared: set[str], pattern: re.Pattern = CHANGE) -> bool:
+def change_near_subject(new: str, shared: set[str], pattern: re.Pattern) -> bool:
     """A change word (`pattern`) of `new` within _WINDOW tokens of one of the `shared` subject
     words ("stopped climbing", "new manager", "budget is now", "rescheduled the dentist")."""
     from .fta.rules import stem
@@ -496,7 +495,7 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
     return links
 
 
-__all__ = ["CATEGORIES", "CHANGE", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
-           "CATEGORY_FLOOR", "REGIMES", "REPLACING", "RuleSupersession", "change_near_subject", "mentions", "quantity_change", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
+__all__ = ["CATEGORIES", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
+           "CATEGORY_FLOOR", "REGIMES", "REPLACING", "RuleSupersession", "STRONG_CHANGE", "WEAK_CHANGE", "change_near_subject", "mentions", "quantity_change", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
            "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "regime_change", "same_frame_new_value",
            "same_subject", "subject_words", "supersedes"]

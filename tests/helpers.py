@@ -1,6 +1,14 @@
 """Small shared helpers for the tests (importable because conftest puts tests/ on sys.path)."""
 import numpy as np
 
+# six facts of two speakers, one searchable word each (the store-backend and PostgreSQL pool tests)
+FACTS = ["Ana adopted a grey cat named Miso last spring.",
+         "Ben plays the violin in a small orchestra.",
+         "Ana went hiking in the mountains near the lake.",
+         "The bakery on Main Street sells wonderful sourdough bread.",
+         "Ben starts a new job as a nurse at the hospital in June.",
+         "The garden has tomatoes and basil growing everywhere now."]
+
 BACKENDS = ["numpy", "torch"]
 try:
     import torch

@@ -21,13 +21,8 @@ from etamem import Memory
 from etamem.affect import VaderAffectTagger
 from etamem.encoders import CachedEncoder
 from etamem.pg_pool import DEFAULT_POOL_SIZE, ConnectionLost, split_pool_size
+from helpers import FACTS
 
-FACTS = ["Ana adopted a grey cat named Miso last spring.",
-         "Ben plays the violin in a small orchestra.",
-         "Ana went hiking in the mountains near the lake.",
-         "The bakery on Main Street sells wonderful sourdough bread.",
-         "Ben starts a new job as a nurse at the hospital in June.",
-         "The garden has tomatoes and basil growing everywhere now."]
 QUERIES = ["a cat", "violin music", "hiking", "bread", "a nurse", "tomatoes"]
 KILL = ("SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "  # waits until they are gone
         "WHERE datname = current_database() AND pid <> pg_backend_pid()")

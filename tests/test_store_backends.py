@@ -25,15 +25,10 @@ from etamem.encoders import CachedEncoder
 from etamem.store import open_store, top_cosine
 from etamem.store_sql import FORMAT_VERSION, SPACE_TABLES
 from etamem.types import AMU
+from helpers import FACTS
 from reliability.rel_common import processes_run
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
-FACTS = ["Ana adopted a grey cat named Miso last spring.",
-         "Ben plays the violin in a small orchestra.",
-         "Ana went hiking in the mountains near the lake.",
-         "The bakery on Main Street sells wonderful sourdough bread.",
-         "Ben starts a new job as a nurse at the hospital in June.",
-         "The garden has tomatoes and basil growing everywhere now."]
 
 
 def turns(facts=FACTS, prefix="s", per_session=3):

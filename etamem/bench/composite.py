@@ -102,9 +102,5 @@ def split_retrieve(semantic_mem, base_mem, query: str, space: str, *, top_k: int
                               now=when, views=views, routing=routing, fallback=fallback, named=named)
     if not (config.current_first and result.hits):
         return result
-    def turn_units(ids: list[str]) -> dict[str, list[str]]:
-        with base_live.rw.read():
-            return {t: list(base_live.index.units_of_turn.get(t, ())) for t in ids}
-
     return replace(result, hits=in_store(base_mem.store, base_live.name, query, result.hits,
-                                         windowed=result.window is not None, turn_units=turn_units))
+                                         windowed=result.window is not None, turn_units=base_live.units_of_turns))

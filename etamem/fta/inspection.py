@@ -38,7 +38,11 @@ def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     ids = sorted({x for link in links for x in (link.source, link.target)})
     units = {uid: (u.text, u.status) for uid, u in load_units(mem.store, space, ids).items()}
     amus = [i for i in ids if i not in units]  # AMUs (supersedes links): status from the links
-    units.update((a.amu_id, (a.text, a.status)) for a in mem.list(space, status=None) if a.amu_id in set(amus))
+    if amus:
+        from ..currency import with_status
+
+        found = with_status(mem.store.amus(space, status=None, amu_ids=amus), mem.store.unit_links(space, amus))
+        units.update((a.amu_id, (a.text, a.status)) for a in found)
 
     def end(uid: str) -> tuple[str, str]:
         return units.get(uid, ("(deleted)", ""))
