@@ -1,6 +1,6 @@
 """Derived files of a store: a live space's search indexes saved beside the database so that opening a large store neither re-encodes nor re-indexes.
 
-    <store>/derived/<salted hash of space>/g<generation>-<epoch>/{meta.json, index/, turns/}
+    <store>/derived/<salted hash of space>/g<generation>-<epoch>/{meta.json, index/, turns/, snapshot/}
 
 They are caches of what the database says. Each directory carries the space's stamp (epoch,
 generation: `SqlStore.stamp`) it was written at and a checksum of every file in it; the store
@@ -8,7 +8,9 @@ keeps the same stamp and checksum (space meta `derived`), written after the file
 is used only when its stamp is the store's and its files still hash to the recorded checksum,
 so truncated, zeroed, rewritten or swapped files, and files of another generation or of an
 earlier life of the space, are never loaded: they are ignored and rebuilt from the stored
-vectors, and a store never fails to open because of them. Directories are written under a
+vectors, and a store never fails to open because of them. `snapshot/` (`etamem.space_snapshot`)
+holds the space's units, vectors, view rows and turns, so that a current directory opens the space
+without reading them from the store. Directories are written under a
 temporary name and renamed into place (a crash leaves no half-written generation), readable by
 the owner only.
 """
@@ -20,8 +22,10 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
+from . import space_snapshot
 from .private_files import private_dir
 
 log = logging.getLogger(__name__)
@@ -57,16 +61,19 @@ def _name(stamp: tuple[str, int]) -> str:
     return f"g{generation}-{epoch or 'none'}"
 
 
-def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "") -> tuple[Path, str]:
+def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "", views=None) -> tuple[Path, str]:
     """Write `index` (a `SpaceIndex`) and `turns` (a `TurnIndex`) for `stamp` (epoch,
-    generation) atomically; older directories of the space are removed. Returns the directory
-    and its checksum, which the caller records in the store (`record`)."""
+    generation) atomically, with the snapshot of `views` (`SpaceViews`), units and turns to open
+    from (`etamem.space_snapshot`) when given; older directories of the space are removed.
+    Returns the directory and its checksum, which the caller records in the store (`record`)."""
     base = private_dir(space_dir(root, space, salt))
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))  # 0700
     final = base / _name(stamp)
     try:
         index.save(tmp / "index")
         turns.save(tmp / "turns")
+        if views is not None:
+            space_snapshot.write(tmp / space_snapshot.DIRNAME, views, index, turns)
         for path in tmp.rglob("*"):  # the owner's only, like the store (`etamem.private_files`)
             os.chmod(path, 0o700 if path.is_dir() else 0o600)
         check = digest(tmp)
@@ -90,9 +97,11 @@ def record(stamp: tuple[str, int], check: str) -> str:
     return json.dumps({"format": FORMAT, "stamp": list(stamp), "digest": check})
 
 
-def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: str = "") -> Path | None:
+def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: str = "", *,
+         verify: bool = True) -> Path | None:
     """The directory saved for exactly this stamp of the space whose files still hash to the
-    checksum the store recorded (`recorded`: the space meta `RECORD_KEY`), or None."""
+    checksum the store recorded (`recorded`: the space meta `RECORD_KEY`), or None. `verify`
+    False: the checksum is left to the caller (`Verifier`)."""
     if not recorded:
         return None
     d = space_dir(root, space, salt) / _name(stamp)
@@ -103,12 +112,43 @@ def find(root, space: str, stamp: tuple[str, int], recorded: str | None, salt: s
                 or kept.get("format") != FORMAT or kept.get("stamp") != list(stamp)
                 or meta.get("digest") != kept.get("digest")):
             return None
-        if digest(d) != kept["digest"]:
+        if verify and digest(d) != kept["digest"]:
             log.warning("space %s: derived files in %s do not match their checksum; rebuilding", space, d)
             return None
     except (OSError, ValueError, TypeError, AttributeError):
         return None
     return d
+
+
+class Verifier:
+    """The checksum of a directory `find` returned unverified, computed in a background thread
+    (hashing and reading release the GIL) while the caller parses its plain files; `ok()` waits
+    for it. Nothing whose damaged bytes could crash the process (FAISS, BM25 indexes) may be
+    loaded before `ok()` is True, and nothing parsed meanwhile kept when it is False."""
+
+    def __init__(self, directory: Path, space: str, recorded: str):
+        self.directory, self.space = directory, space
+        self._want = json.loads(recorded)["digest"]
+        self._got: str | None = None
+        self._verdict: bool | None = None
+        self._thread = threading.Thread(target=self._run, name="etamem-derived-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._got = digest(self.directory)
+        except Exception:  # noqa: BLE001 - unreadable: not the recorded files
+            self._got = ""
+
+    def ok(self) -> bool:
+        """The files hash to the recorded checksum (a warning, once, when they do not)."""
+        if self._verdict is None:
+            self._thread.join()
+            self._verdict = self._got == self._want
+            if not self._verdict:
+                log.warning("space %s: derived files in %s do not match their checksum; rebuilding", self.space,
+                            self.directory)
+        return self._verdict
 
 
 def drop(root, space: str, salt: str = "") -> None:

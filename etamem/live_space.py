@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import derived
+from . import derived, space_snapshot
 from .locks import RWLock
 from .residency import array_bytes
 from .retrieval import SpaceIndex, TurnIndex, turn_text
@@ -94,12 +94,17 @@ class LiveSpace:
     @classmethod
     def open(cls, store, space: str, config, text_dim: int, affect_dim: int,
              encode: Callable[[list[str]], np.ndarray], root=None, *, repair: bool = True) -> "LiveSpace":
-        """Load the views, then the indexes: from the derived files under `root` when they hold
-        this generation of the space, else built from the stored vectors (`encode` is used once
+        """Open the space from the snapshot in the derived files under `root` when they hold
+        this generation of the space (`_from_snapshot`: no unit, vector, view or turn rows read).
+        Else load the views from the store, then the indexes: from the derived files when they
+        hold this generation, else built from the stored vectors (`encode` is used once
         for turns stored before turn vectors were, format 2 stores). Everything is read in one
         snapshot of the store. Views that fail validation are rebuilt from the units; with
         `repair` (the caller holds the space's write locks) the repaired views and any new turn
         vectors are written back, else they stay in memory and `unsaved_repair` is set."""
+        fast = None if root is None else cls._from_snapshot(store, space, config, text_dim, affect_dim, root)
+        if fast is not None:
+            return fast
         with store.snapshot():
             stamp = store.stamp(space)
             recorded = store.get_space_meta(space, derived.RECORD_KEY) if root is not None else None
@@ -121,7 +126,48 @@ class LiveSpace:
         live = cls._indexes(store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode,
                             found, stamp, repair)  # (repaired: the derived files describe the old views)
         live.unsaved_repair = repaired and not repair
+        if live.from_files:  # the indexes were current but no snapshot was: the next save writes one
+            live.saved_stamp = None
         return live
+
+    @classmethod
+    def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, root) -> "LiveSpace | None":
+        """The space opened from the snapshot in its current derived directory under `root`
+        (`etamem.space_snapshot`) without reading its unit rows, vector blobs, view rows or
+        turns from the store (only their ids, for their order, in the snapshot of the store that
+        reads the stamp); None when there is none, with a warning when it was there but not
+        usable (the caller opens from the store). The snapshot's plain files are parsed while
+        a thread hashes the directory; the indexes are loaded once it matched."""
+        with store.snapshot():  # the store (and its lock) only for the stamp and the id columns
+            stamp = store.stamp(space)
+            recorded = store.get_space_meta(space, derived.RECORD_KEY)
+            found = derived.find(root, space, stamp, recorded, store.name_salt(), verify=False)
+            directory = None if found is None else found / space_snapshot.DIRNAME
+            if directory is None or not space_snapshot.exists(directory):
+                return None
+            ids = store.active_amu_ids(space), store.extracted_turn_ids(space)
+        check = derived.Verifier(found, space, recorded)  # hashing meanwhile
+        try:
+            with space_snapshot.gc_paused():
+                snap = space_snapshot.read(directory, *ids)
+                if snap.text_vecs.shape[1:] != (text_dim,) or snap.affect_vecs.shape[1:] != (affect_dim,):
+                    raise ValueError("snapshot vectors of another dimension")
+                views = SpaceViews.load(store, space, config, snap.amus, snap.text_vecs, snap.affect_vecs, text_dim,
+                                        affect_dim, saved=snap.views)
+                payload, _ = views.pop_changes()
+                if any(p[1] or p[2] for p in payload):
+                    raise ValueError("its views needed a repair")
+                if not check.ok():  # warned: damaged, nothing parsed is kept
+                    return None
+                index = SpaceIndex.load(found / "index", views, snap.amus, snap.text_vecs, snap.affect_vecs,
+                                        exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
+                turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
+        except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, open from the store
+            if check.ok():  # (else warned as damaged)
+                log.warning("space %s: snapshot in %s not usable (%s: %s); opening from the store", space,
+                            directory, type(exc).__name__, exc)
+            return None
+        return cls(space, views, index, turn_index, stamp, saved=True)
 
     @classmethod
     def _indexes(cls, store, space, config, views, amus, tv, av, turns, vecs, text_dim, encode, found, stamp,
@@ -153,7 +199,8 @@ class LiveSpace:
         if self.broken or self.saved_stamp == self.stamp or store.stamp(self.name) != self.stamp:
             return False
         with self.rw.write():  # saving merges BM25 postings in place
-            _, check = derived.save(root, self.name, self.stamp, self.index, self.turns, store.name_salt())
+            _, check = derived.save(root, self.name, self.stamp, self.index, self.turns, store.name_salt(),
+                                    views=None if self.unsaved_repair else self.views)
         store.set_space_meta(self.name, derived.RECORD_KEY, derived.record(self.stamp, check))
         self.saved_stamp = self.stamp
         return True

@@ -119,6 +119,11 @@ class SpaceRows:
             params += list(turn_ids)
         return [self._turn(r) for r in self._query(sql + " ORDER BY seq", params)]
 
+    def extracted_turn_ids(self, space: str) -> list[str]:
+        """Ids of the space's extracted turns in `turns(extracted_only=True)` order (one narrow read)."""
+        return [r[0] for r in self._query("SELECT turn_id FROM turns WHERE space=? AND extracted=1 ORDER BY seq",
+                                          (space,))]
+
     def count_pending(self, space: str) -> int:
         """Turns stored but not yet extracted (index `turns_pending`: no scan of the space)."""
         return int(self._query("SELECT COUNT(*) FROM turns WHERE space=? AND extracted=0", (space,))[0][0])

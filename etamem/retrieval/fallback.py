@@ -155,8 +155,12 @@ class TurnIndex:
         self.turns = [None if t is None else by_id[t] for t in ids]
         self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
         self.arrival = {t.turn_id: i for i, t in enumerate(turns)}  # `turns` come in arrival order
-        for t in turns:
-            self._place(t)
+        for i, t in enumerate(turns):  # as `_place` each, sorted once per session
+            key = (t.timestamp.timestamp(), i, t.turn_id)
+            self.sessions.setdefault(t.session_id, []).append(key)
+            self.order_key[t.turn_id] = (t.session_id, key)
+        for order in self.sessions.values():
+            order.sort()
         return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:

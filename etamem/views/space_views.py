@@ -199,13 +199,14 @@ class SpaceViews:
 
     @classmethod
     def load(cls, store, space: str, config, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
-             text_dim: int, affect_dim: int) -> "SpaceViews":
-        """Restore the saved views. A view whose rows fail validation (`check_rows`: every active
+             text_dim: int, affect_dim: int, saved: dict | None = None) -> "SpaceViews":
+        """Restore the saved views (`saved`: what `store.load_views` returns, read from a snapshot;
+        None: read from the store). A view whose rows fail validation (`check_rows`: every active
         unit in exactly one leaf, parents and children consistent, counts adding up) is rebuilt
         from the units with a warning, and its old rows are deleted by the next save; a store
         written before views existed gets them built. A store always opens."""
         views = cls(config, text_dim, affect_dim)
-        saved = store.load_views(space)
+        saved = store.load_views(space) if saved is None else saved
         row = {a.amu_id: i for i, a in enumerate(amus)}
         tvec, avec = VectorsById(text_vecs, row), VectorsById(affect_vecs, row)
         texts = {a.amu_id: a.text for a in amus}
@@ -225,7 +226,8 @@ class SpaceViews:
                         else TimeForest(text_dim, summary_delta=config.summary_delta, summary_reps=config.summary_reps))
                 views._stale[view] = [r["node_id"] for r in rows]  # deleted by the next save
                 views._history_saved.pop(view, None)
-        missing = [i for i, a in enumerate(amus) if views.view_of(a.amu_id) is None or a.amu_id not in views.time.amu_session]
+        in_tree, in_time = views.event.row_of.keys() | views.affect.row_of.keys(), views.time.amu_session
+        missing = [i for i, a in enumerate(amus) if a.amu_id not in in_tree or a.amu_id not in in_time]
         if missing:
             log.info("space %s: inserting %d AMUs missing from the views", space, len(missing))
             for i in missing:
