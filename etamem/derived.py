@@ -9,8 +9,8 @@ is used only when its stamp is the store's and its files still hash to the recor
 so truncated, zeroed, rewritten or swapped files, and files of another generation or of an
 earlier life of the space, are never loaded: they are ignored and rebuilt from the stored
 vectors, and a store never fails to open because of them. `snapshot/` (`etamem.space_snapshot`)
-holds the space's units, vectors, view rows and turns, so that a current directory opens the space
-without reading them from the store. Directories are written under a
+holds the space's units, their vectors and its turns, so that a current directory opens the space
+without reading those rows from the store. Directories are written under a
 temporary name and renamed into place (a crash leaves no half-written generation), readable by
 the owner only.
 """
@@ -61,10 +61,11 @@ def _name(stamp: tuple[str, int]) -> str:
     return f"g{generation}-{epoch or 'none'}"
 
 
-def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "", views=None) -> tuple[Path, str]:
+def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "", snapshot: bool = False
+         ) -> tuple[Path, str]:
     """Write `index` (a `SpaceIndex`) and `turns` (a `TurnIndex`) for `stamp` (epoch,
-    generation) atomically, with the snapshot of `views` (`SpaceViews`), units and turns to open
-    from (`etamem.space_snapshot`) when given; older directories of the space are removed.
+    generation) atomically, with the snapshot of their units and turns to open from
+    (`etamem.space_snapshot`) when `snapshot`; older directories of the space are removed.
     Returns the directory and its checksum, which the caller records in the store (`record`)."""
     base = private_dir(space_dir(root, space, salt))
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))  # 0700
@@ -72,8 +73,8 @@ def save(root, space: str, stamp: tuple[str, int], index, turns, salt: str = "",
     try:
         index.save(tmp / "index")
         turns.save(tmp / "turns")
-        if views is not None:
-            space_snapshot.write(tmp / space_snapshot.DIRNAME, views, index, turns)
+        if snapshot:
+            space_snapshot.write(tmp / space_snapshot.DIRNAME, index, turns)
         for path in tmp.rglob("*"):  # the owner's only, like the store (`etamem.private_files`)
             os.chmod(path, 0o700 if path.is_dir() else 0o600)
         check = digest(tmp)

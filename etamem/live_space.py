@@ -33,6 +33,44 @@ def _same_vectors(index: TurnIndex, turns: list[Turn], vecs: dict) -> None:
             raise ValueError("saved raw-turn vectors do not match the stored ones")
 
 
+class _Sample:
+    """A random sample of a space's units and extracted turns as the store holds them, read in the
+    open's snapshot of the store, to compare with the derived snapshot (`check`) and the saved
+    raw-turn index (`turn_vecs`, for `_same_vectors`): files rewritten with a matching checksum
+    (by someone who can write the database) but wrong rows are caught with high probability when
+    more than a few rows are wrong; a lone wrong row may pass until a search fails on it, which
+    rebuilds (`etamem.engine`)."""
+
+    SIZE = 48  # units and turns each: ~10 ms of reads by key at 100k units
+
+    def __init__(self, amus: list[AMU], text: np.ndarray, affect: np.ndarray, turns: list[Turn], turn_vecs: dict):
+        self.amus, self.text, self.affect, self.turns, self.turn_vecs = amus, text, affect, turns, turn_vecs
+
+    @classmethod
+    def read(cls, store, space: str, amu_ids: list[str], turn_ids: list[str]) -> "_Sample":
+        rng = np.random.default_rng()
+        pick = lambda ids: [ids[i] for i in sorted(rng.choice(len(ids), min(cls.SIZE, len(ids)), replace=False))]
+        some_units, some_turns = pick(amu_ids), pick(turn_ids)
+        amus = store.amus(space, amu_ids=some_units)
+        text, affect = store.amu_vector_pair(space, [a.amu_id for a in amus]) if amus else (None, None)
+        return cls(amus, text, affect, store.turns(space, turn_ids=some_turns), store.turn_vectors(space, some_turns))
+
+    def check(self, snap) -> None:
+        """ValueError unless the snapshot's rows and unit vectors equal the sampled store rows."""
+        if not self.amus and not self.turns:
+            return
+        at = {a.amu_id: i for i, a in enumerate(snap.amus)}
+        rows = [at.get(a.amu_id) for a in self.amus]
+        if any(r is None or snap.amus[r] != a for r, a in zip(rows, self.amus)):
+            raise ValueError("snapshot units differ from the store's")
+        if rows and not (np.allclose(snap.text_vecs[rows], self.text, atol=1e-5)
+                         and np.allclose(snap.affect_vecs[rows], self.affect, atol=1e-5)):
+            raise ValueError("snapshot unit vectors differ from the store's")
+        by_id = {t.turn_id: t for t in snap.turns}
+        if any(by_id.get(t.turn_id) != t for t in self.turns):
+            raise ValueError("snapshot turns differ from the store's")
+
+
 class LiveSpace:
     """Views, `SpaceIndex` and `TurnIndex` of one space with its locks.
 
@@ -133,12 +171,13 @@ class LiveSpace:
     @classmethod
     def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, root) -> "LiveSpace | None":
         """The space opened from the snapshot in its current derived directory under `root`
-        (`etamem.space_snapshot`) without reading its unit rows, vector blobs, view rows or
-        turns from the store (only their ids, for their order, in the snapshot of the store that
-        reads the stamp); None when there is none, with a warning when it was there but not
-        usable (the caller opens from the store). The snapshot's plain files are parsed while
-        a thread hashes the directory; the indexes are loaded once it matched."""
-        with store.snapshot():  # the store (and its lock) only for the stamp and the id columns
+        (`etamem.space_snapshot`) without reading its unit rows, vector blobs or turns from the
+        store: in the snapshot of the store that reads the stamp, only their ids (for their order),
+        the view rows (validated as always) and a random sample of units, turns and vectors, which
+        must equal the snapshot's (`_check_sample`). None when there is none, with a warning when
+        it was there but not usable (the caller opens from the store). The snapshot's plain files
+        are parsed while a thread hashes the directory; the indexes are loaded once it matched."""
+        with store.snapshot():  # the store (and its lock) only for what is read here
             stamp = store.stamp(space)
             recorded = store.get_space_meta(space, derived.RECORD_KEY)
             found = derived.find(root, space, stamp, recorded, store.name_salt(), verify=False)
@@ -146,14 +185,17 @@ class LiveSpace:
             if directory is None or not space_snapshot.exists(directory):
                 return None
             ids = store.active_amu_ids(space), store.extracted_turn_ids(space)
+            saved_views = store.load_views(space)
+            sample = _Sample.read(store, space, *ids)
         check = derived.Verifier(found, space, recorded)  # hashing meanwhile
         try:
             with space_snapshot.gc_paused():
                 snap = space_snapshot.read(directory, *ids)
                 if snap.text_vecs.shape[1:] != (text_dim,) or snap.affect_vecs.shape[1:] != (affect_dim,):
                     raise ValueError("snapshot vectors of another dimension")
+                sample.check(snap)
                 views = SpaceViews.load(store, space, config, snap.amus, snap.text_vecs, snap.affect_vecs, text_dim,
-                                        affect_dim, saved=snap.views)
+                                        affect_dim, saved=saved_views)
                 payload, _ = views.pop_changes()
                 if any(p[1] or p[2] for p in payload):
                     raise ValueError("its views needed a repair")
@@ -162,6 +204,7 @@ class LiveSpace:
                 index = SpaceIndex.load(found / "index", views, snap.amus, snap.text_vecs, snap.affect_vecs,
                                         exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
                 turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
+                _same_vectors(turn_index, snap.turns, sample.turn_vecs)
         except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, open from the store
             if check.ok():  # (else warned as damaged)
                 log.warning("space %s: snapshot in %s not usable (%s: %s); opening from the store", space,
@@ -200,7 +243,7 @@ class LiveSpace:
             return False
         with self.rw.write():  # saving merges BM25 postings in place
             _, check = derived.save(root, self.name, self.stamp, self.index, self.turns, store.name_salt(),
-                                    views=None if self.unsaved_repair else self.views)
+                                    snapshot=not self.unsaved_repair)
         store.set_space_meta(self.name, derived.RECORD_KEY, derived.record(self.stamp, check))
         self.saved_stamp = self.stamp
         return True

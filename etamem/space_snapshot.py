@@ -1,18 +1,19 @@
 """A live space's open inputs snapshot into its derived files, so that opening a large space reads
 a few flat files instead of every unit row, vector blob and view row of the store.
 
-    <derived directory>/snapshot/{rows.json, views.json, amu_text.npy, amu_affect.npy,
-                                  sums_<view>.npy, reservoir_<view>.npy}
+    <derived directory>/snapshot/{rows.json, amu_text.npy, amu_affect.npy}
 
-`write` takes what a `LiveSpace` holds after a write committed (its units, their vectors, its view
-rows and states, its extracted turns): exactly what `Store.amus`, `Store.amu_vector_pair`,
-`Store.load_views` and `Store.turns` return for the same stamp, encoded as the store encodes it
-(ISO times, JSON lists, float64 sums, float32 vectors), each file parsed in one call. `read` gives
-those values back in the store's order, which it takes from the store's id columns
-(`active_amu_ids`, `extracted_turn_ids`: one narrow read that also checks the snapshot holds
-exactly the store's units and turns). The files are covered by the derived directory's checksum
-and stamp (`etamem.derived`); anything that does not fit raises ValueError and the caller opens
-from the store.
+`write` takes what a `LiveSpace` holds after a write committed (its units, their vectors, its
+extracted turns): exactly what `Store.amus`, `Store.amu_vector_pair` and `Store.turns` return for
+the same stamp, encoded as the store encodes it (ISO times, JSON lists, float32 vectors), each file
+parsed in one call. `read` gives those values back in the store's order, which it takes from the
+store's id columns (`active_amu_ids`, `extracted_turn_ids`: one narrow read that also checks the
+snapshot holds exactly the store's units and turns). The view rows are not in it: they are few
+(a tenth of the units) and the open reads and validates them from the store, as without a
+snapshot. The files are covered by the derived directory's checksum and stamp
+(`etamem.derived`), and `LiveSpace.open` compares a random sample of units, turns and vectors
+with the store's; anything that does not fit raises ValueError and the caller opens from the
+store.
 """
 from __future__ import annotations
 
@@ -28,21 +29,18 @@ import numpy as np
 from .npy_files import load_npy
 from .types import AMU, Turn
 
-FORMAT = 1
+FORMAT = 2  # 2: the view rows left to the store
 DIRNAME = "snapshot"
-VIEWS = ("event", "affect", "time")
 
 
 @dataclass
 class Snapshot:
     """What `LiveSpace.open` reads from the store, in the store's order: active units, their text
-    (n, d_t) and affective (n, d_a) float32 vectors, the `Store.load_views` dict and the
-    extracted turns."""
+    (n, d_t) and affective (n, d_a) float32 vectors and the extracted turns."""
 
     amus: list[AMU]
     text_vecs: np.ndarray
     affect_vecs: np.ndarray
-    views: dict[str, tuple[str, bytes, list[dict], list[dict]]]
     turns: list[Turn]
 
 
@@ -80,27 +78,9 @@ def _turn_row(t: Turn, iso: _Iso) -> list:
     return [t.turn_id, t.session_id, t.speaker, t.text, iso[t.timestamp, t.timestamp.utcoffset()], t.space, t.extra]
 
 
-def _view_rows(views, view: str) -> tuple[str, np.ndarray, list[dict], list[dict], np.ndarray]:
-    """(state JSON, reservoir, node rows without their sums, history records, (rows, d) sums) of
-    one view, as `SpaceViews.pop_changes` writes them to the store."""
-    obj = getattr(views, view)
-    state = obj.state()
-    reservoir, history = np.zeros(0, "<f4"), []
-    if view == "time":
-        nodes = list(obj.nodes)
-    else:
-        nodes = [int(n) for n in np.flatnonzero(obj.alive[: obj.n_nodes])]
-        state["calibration"] = obj.calibrator.state()
-        history = state["calibration"].pop("history")
-        reservoir = obj.calibrator.reservoir.astype("<f4")
-    rows = [obj.node_row(n) for n in nodes]
-    sums = np.stack([np.frombuffer(r.pop("sum"), "<f8") for r in rows]) if rows else np.zeros((0, obj.dim), "<f8")
-    return json.dumps(state), reservoir, rows, history, sums
-
-
-def write(directory: str | Path, views, index, turns) -> None:
-    """Write the snapshot of a live space's `views` (`SpaceViews`), units and vectors (`index`, a
-    `SpaceIndex`) and extracted turns (`turns`, a `TurnIndex`) into `directory`."""
+def write(directory: str | Path, index, turns) -> None:
+    """Write the snapshot of a live space's units and vectors (`index`, a `SpaceIndex`) and
+    extracted turns (`turns`, a `TurnIndex`) into `directory`."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     slots = [s for s, a in enumerate(index.ids) if a is not None]
@@ -112,18 +92,11 @@ def write(directory: str | Path, views, index, turns) -> None:
                                             sort_keys=True))  # a turn's extra as the store keeps it
     np.save(d / "amu_text.npy", np.ascontiguousarray(index.text_vecs[slots], np.float32), allow_pickle=False)
     np.save(d / "amu_affect.npy", np.ascontiguousarray(index.affect_vecs[slots], np.float32), allow_pickle=False)
-    saved = {}
-    for view in VIEWS:
-        state, reservoir, rows, history, sums = _view_rows(views, view)
-        saved[view] = {"state": state, "rows": rows, "history": history}
-        np.save(d / f"sums_{view}.npy", sums, allow_pickle=False)
-        np.save(d / f"reservoir_{view}.npy", reservoir, allow_pickle=False)
-    (d / "views.json").write_text(json.dumps({"format": FORMAT, "views": saved}))
 
 
 def exists(directory: str | Path) -> bool:
     """Whether `directory` (a derived directory's `DIRNAME`) holds a snapshot."""
-    return (Path(directory) / "views.json").is_file()
+    return (Path(directory) / "rows.json").is_file()
 
 
 def read(directory: str | Path, amu_ids: list[str], turn_ids: list[str]) -> Snapshot:
@@ -131,8 +104,7 @@ def read(directory: str | Path, amu_ids: list[str], turn_ids: list[str]) -> Snap
     extracted turns (`turn_ids`); ValueError unless it holds exactly those."""
     d = Path(directory)
     rows = json.loads((d / "rows.json").read_text())
-    saved = json.loads((d / "views.json").read_text())
-    if rows.get("format") != FORMAT or saved.get("format") != FORMAT:
+    if rows.get("format") != FORMAT:
         raise ValueError("snapshot of another format")
     amu_rows, turn_rows = rows["amus"], rows["turns"]
     at = {r[0]: i for i, r in enumerate(amu_rows)}
@@ -151,16 +123,7 @@ def read(directory: str | Path, amu_ids: list[str], turn_ids: list[str]) -> Snap
         raise ValueError("snapshot turns do not match the store's extracted turns")
     turns = [Turn(r[0], r[1], r[2], r[3], datetime.fromisoformat(r[4]), r[5], r[6])
              for r in (by_turn[t] for t in turn_ids)]
-    views = {}
-    for view, v in saved["views"].items():
-        sums = load_npy(d / f"sums_{view}.npy")
-        if sums.shape[0] != len(v["rows"]):
-            raise ValueError(f"snapshot {view} sums do not match its rows")
-        for r, s in zip(v["rows"], sums):
-            r["sum"] = s.tobytes()
-        reservoir = load_npy(d / f"reservoir_{view}.npy").astype("<f4").tobytes()
-        views[view] = (v["state"], reservoir, v["rows"], v["history"])
-    return Snapshot(amus, np.asarray(text), np.asarray(affect), views, turns)
+    return Snapshot(amus, np.asarray(text), np.asarray(affect), turns)
 
 
 __all__ = ["DIRNAME", "FORMAT", "Snapshot", "exists", "gc_paused", "read", "write"]

@@ -128,9 +128,16 @@ class SpaceRows:
         """Turns stored but not yet extracted (index `turns_pending`: no scan of the space)."""
         return int(self._query("SELECT COUNT(*) FROM turns WHERE space=? AND extracted=0", (space,))[0][0])
 
-    def turn_vectors(self, space: str) -> dict[str, np.ndarray]:
-        """turn id -> (d,) float32 text vector of `turn_text`, for the turns that have one."""
-        rows = self._query("SELECT turn_id, vector FROM turn_vectors WHERE space=?", (space,))
+    def turn_vectors(self, space: str, turn_ids: list[str] | None = None) -> dict[str, np.ndarray]:
+        """turn id -> (d,) float32 text vector of `turn_text`, for the turns that have one (of
+        `turn_ids` only when given: read by key, for a sample)."""
+        sql, params = "SELECT turn_id, vector FROM turn_vectors WHERE space=?", [space]
+        if turn_ids is not None:
+            if not turn_ids:
+                return {}
+            sql += f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
+            params += list(turn_ids)
+        rows = self._query(sql, params)
         if not rows:
             return {}
         matrix = _matrix([r[1] for r in rows])

@@ -23,6 +23,8 @@ from .store_schema import (
 )
 from .types import AMU
 
+_FEW = 500  # up to this many ids are read by key (`IN`), more by one scan of the space
+
 
 class UnitRows:
     """The unit, vector and view-row operations of `SqlStore`."""
@@ -116,7 +118,11 @@ class UnitRows:
         if not amu_ids:
             return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
         by_kind: dict[str, dict[str, bytes]] = {"text": {}, "affect": {}}
-        for r in self._query("SELECT amu_id, kind, vector FROM amu_vectors WHERE space=?", (space,)):
+        sql, params = "SELECT amu_id, kind, vector FROM amu_vectors WHERE space=?", [space]
+        if len(amu_ids) <= _FEW:  # a few units (e.g. a sample): by key, not a scan of the space
+            sql += f" AND amu_id IN ({','.join('?' * len(amu_ids))})"
+            params += list(amu_ids)
+        for r in self._query(sql, params):
             by_kind[r[1]][r[0]] = r[2]
         return tuple(_matrix([by_kind[k][a] for a in amu_ids]) for k in ("text", "affect"))
 
