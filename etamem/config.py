@@ -201,6 +201,9 @@ class Config:
     # live spaces' arrays (0: no byte bound)
     max_live_spaces: int = 256
     max_live_bytes: int = 0
+    # a live space that finds another process's writes in the store applies them from the store's
+    # change log (work in proportion to the change; etamem/change_log.py) instead of opening again
+    follow_changes: bool = True
     # --- chat input (etamem/messages.py, etamem/inputs.py) ----------------------------------
     # a turn or message given without a session id joins the space's open session unless this many
     # minutes of silence lie between it and the turn before; then it starts a new session

@@ -60,7 +60,8 @@ class Engine:
         self._supersession, self._supersession_resolved = None, False  # etamem.supersession classifier
         self._live: LiveTable[LiveSpace] = LiveTable(self.config.max_live_spaces, self.config.max_live_bytes,
                                                      size=LiveSpace.nbytes)
-        self._residency_counts = {"opens": 0, "opens_from_files": 0, "evictions": 0, "saved_on_eviction": 0}
+        self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
+                                  "saved_on_eviction": 0}
         self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
@@ -230,6 +231,12 @@ class Engine:
         with self._held(self._opening, space):
             live = self._live.get(space)
             if not self._current(live) or (writing and live.unsaved_repair):
+                if (live is not None and not live.broken and not live.unsaved_repair
+                        and self.config.follow_changes and live.follow(self.store)):
+                    with self._lock:
+                        self._residency_counts["follows"] += 1
+                    log.debug("space %s: followed another process's writes to generation %d", space, live.generation)
+                    return live
                 if live is not None and not live.broken:
                     epoch, generation = self.store.stamp(space)
                     if epoch != live.stamp[0]:  # deleted (and perhaps recreated) by another process

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import derived, space_snapshot
+from . import change_log, derived, space_snapshot
 from .locks import RWLock
 from .residency import array_bytes
 from .retrieval import SpaceIndex, TurnIndex, turn_text
@@ -234,6 +234,49 @@ class LiveSpace:
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
         return cls(space, views, index, TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer), stamp)
+
+    def follow(self, store) -> bool:
+        """Catch up with writes another process committed, applying what they changed
+        (`etamem.change_log`) to the views and indexes under the write lock: work in proportion
+        to the change, not to the space. False when the log cannot (a gap, a reset, another
+        epoch) or applying failed (then `broken`): the caller opens the space again."""
+        catchup = change_log.read(store, self.name, self.stamp)
+        if catchup is None:
+            return False
+        with self.rw.write():
+            if self.stamp[1] >= catchup.stamp[1]:
+                return True  # caught up meanwhile
+            try:
+                self._apply(catchup)
+            except Exception as exc:  # noqa: BLE001 - the owner reopens from the store
+                self.broken = True
+                log.warning("space %s: could not follow the change log (%s: %s); reopening", self.name,
+                            type(exc).__name__, exc)
+                return False
+        return True
+
+    def _apply(self, c: "change_log.Catchup") -> None:
+        index, turns = self.index, self.turns
+        now = {a.amu_id for a in c.amus}
+        gone = [u for u in c.units_touched if u in index.row_of and u not in now]
+        fresh = [i for i, a in enumerate(c.amus) if a.amu_id not in index.row_of]
+        new = [c.amus[i] for i in fresh]
+        tv = c.text_vecs[fresh] if fresh else np.zeros((0, self.views.event.dim), np.float32)
+        av = c.affect_vecs[fresh] if fresh else np.zeros((0, self.views.affect.dim), np.float32)
+        changes = self.views.apply(c.states, c.rows, c.removed, new, tv, av, gone)
+        index.remove_amus(gone)
+        if new:
+            index.add_amus(new, tv, av)
+        index.sync(changes)
+        extracted = {t.turn_id for t in c.turns}
+        dropped = [t for t in c.turns_touched if t in turns.slot_of and t not in extracted]
+        rewritten = [t for t in c.turns if t.turn_id in turns.slot_of and turns.turn(t.turn_id) != t]
+        added = [t for t in c.turns if t.turn_id not in turns.slot_of]
+        turns.remove(dropped)
+        turns.remove([t.turn_id for t in rewritten], keep_rank=True)
+        if rewritten or added:
+            turns.add(rewritten + added, np.stack([c.turn_vecs[t.turn_id] for t in rewritten + added]))
+        self.stamp = c.stamp
 
     def save_derived(self, root, store) -> bool:
         """Write the indexes as derived files if the store is still at the stamp this state

@@ -23,14 +23,16 @@ class ResidencyStats:
     """What `Memory.residency()` reports. `max_live_spaces` / `max_live_bytes`: the budget (0: none);
     `live_bytes`: the estimate of the live spaces' arrays (None without a byte budget); `opens`:
     spaces opened (from the store or derived files), `opens_from_files` of them from derived files;
-    `evictions`: spaces dropped for the budget; `saved_on_eviction`: of them, with their indexes
-    saved first."""
+    `follows`: live spaces brought up to another process's writes from the change log instead of
+    opened again; `evictions`: spaces dropped for the budget; `saved_on_eviction`: of them, with
+    their indexes saved first."""
     live: int
     max_live_spaces: int
     max_live_bytes: int
     live_bytes: int | None
     opens: int
     opens_from_files: int
+    follows: int
     evictions: int
     saved_on_eviction: int
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
-FORMAT_VERSION = 5  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
+FORMAT_VERSION = 6  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
 # 5: vector-cache keys scoped by space (the cache of older stores is emptied), space epochs,
-# derived-file records. Older stores are upgraded in place: the tables added since are created empty.
+# derived-file records; 6: the change log (`space_changes`). Older stores are upgraded in place:
+# the tables added since are created empty.
 
 # Written in SQLite's types; PostgreSQL maps BLOB, REAL and TEXT to its own (etamem.store_pg).
 _SCHEMA = """
@@ -57,12 +58,15 @@ CREATE TABLE IF NOT EXISTS unit_links (
     space TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL,
     confidence REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (space, source, target, relation));
 CREATE INDEX IF NOT EXISTS unit_links_target ON unit_links (space, target);
+CREATE TABLE IF NOT EXISTS space_changes (
+    space TEXT NOT NULL, generation INTEGER NOT NULL, epoch TEXT NOT NULL, change TEXT NOT NULL,
+    PRIMARY KEY (space, generation));
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, spaces TEXT NOT NULL, created TEXT NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
 """
 SPACE_TABLES = ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes", "view_state",
-                "view_history", "unit_fields", "unit_links")
+                "view_history", "unit_fields", "unit_links", "space_changes")
 VECTOR_TABLES = {"amu_vectors": ("space", "amu_id", "kind"), "turn_vectors": ("space", "turn_id")}  # -> key columns
 UNIT_KINDS = ("text", "affect")
 

@@ -40,13 +40,31 @@ class SpaceRows:
                                 (space,)))
         return rows.get("epoch", ""), int(rows.get("generation") or 0)
 
-    @staticmethod
-    def _bump(cur: Any, space: str) -> None:
-        """Raise the space's generation (and draw its epoch on its first write): the first
-        statements of a space's write transaction (on PostgreSQL the generation's row lock also
-        keeps a second writer of the space waiting until the commit)."""
+    KEEP_CHANGES = 1000  # change-log rows kept per space; a follower further behind reopens
+
+    def _bump(self, cur: Any, space: str, change: dict) -> None:
+        """Raise the space's generation (and draw its epoch on its first write) and log what the
+        write touches (`change`: the ids of units, turns and view nodes, or {"reset": True}; see
+        `changes`): the first statements of a space's write transaction (on PostgreSQL the
+        generation's row lock also keeps a second writer of the space waiting until the
+        commit). Log rows older than `KEEP_CHANGES` generations go in the same transaction."""
         cur.execute(_BUMP, (space,))
         cur.execute(_EPOCH, (space, "epoch", secrets.token_hex(8)))
+        meta = dict(cur.execute("SELECT key, value FROM space_meta WHERE space=? AND key IN ('epoch', 'generation')",
+                                (space,)).fetchall())
+        generation = int(meta["generation"])
+        cur.execute("INSERT INTO space_changes (space, generation, epoch, change) VALUES (?,?,?,?)",
+                    (space, generation, meta["epoch"], json.dumps(change, separators=(",", ":"))))
+        cur.execute("DELETE FROM space_changes WHERE space=? AND generation<=?", (space, generation - self.KEEP_CHANGES))
+
+    def changes(self, space: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
+        """The change log of the writes after generation `after` up to `upto`, oldest first:
+        (generation, epoch, change) with change {"units": [ids], "turns": [ids], "nodes": {view:
+        [node ids]}} (what the write added, removed or rewrote) or {"reset": True} (a reindex).
+        Rows may be missing (compacted, or written before the log existed): the caller checks."""
+        rows = self._query("SELECT generation, epoch, change FROM space_changes WHERE space=? AND generation>? "
+                           "AND generation<=? ORDER BY generation", (space, after, upto))
+        return [(int(g), e, json.loads(c)) for g, e, c in rows]
 
     def get_space_meta(self, space: str, key: str) -> str | None:
         rows = self._query("SELECT value FROM space_meta WHERE space=? AND key=?", (space, key))

@@ -113,6 +113,8 @@ class SqlStore(SpaceRows, UnitRows):
                 # oracle); they are scoped by space now: the old rows would never be read again
                 cur.execute("DELETE FROM vector_cache")
                 cur.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
+        elif int(rows[0][0]) == 5:  # the change log is created empty: followers reopen once, then follow it
+            self._execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(rows[0][0]) != FORMAT_VERSION:
             raise ValueError(
                 f"store {self.path}: format version {rows[0][0]} is not supported (this etamem writes {FORMAT_VERSION})"

@@ -26,6 +26,11 @@ from .types import AMU
 _FEW = 500  # up to this many ids are read by key (`IN`), more by one scan of the space
 
 
+def _touched(views: list | None) -> dict[str, list[str]]:
+    """view -> ids of the nodes a `_write_views` payload writes or deletes (for the change log)."""
+    return {view: [r["node_id"] for r in rows] + list(removed) for view, rows, removed, *_ in views or ()}
+
+
 class UnitRows:
     """The unit, vector and view-row operations of `SqlStore`."""
 
@@ -40,7 +45,8 @@ class UnitRows:
         `extras` (fields, links, lifecycle changes, construction state), all in one transaction."""
         self._index_dims(text_vecs if amus else None, affect_vecs if amus else None, turn_vecs)
         with self.transaction() as cur:
-            self._bump(cur, space)
+            self._bump(cur, space, {"units": [a.amu_id for a in amus], "turns": list(done_turn_ids),
+                                    "nodes": _touched(views)})
             if turn_vecs is not None:
                 self._put_turn_vectors(cur, space, done_turn_ids, turn_vecs)
             if views:
@@ -84,14 +90,21 @@ class UnitRows:
     def unit_links(self, space: str, amu_ids: list[str] | None = None) -> list[tuple[str, str, str, float]]:
         """(source, target, relation, confidence) links of the space touching `amu_ids` (all when
         None), oldest first."""
-        sql, params = "SELECT source, target, relation, confidence FROM unit_links WHERE space=?", [space]
-        if amu_ids is not None:
-            if not amu_ids:
-                return []
-            marks = ",".join("?" * len(amu_ids))
-            sql += f" AND (source IN ({marks}) OR target IN ({marks}))"
-            params += list(amu_ids) * 2
-        return [(r[0], r[1], r[2], float(r[3])) for r in self._query(sql + " ORDER BY seq", params)]
+        sql = "SELECT source, target, relation, confidence, seq FROM unit_links WHERE space=?"
+        if amu_ids is None:
+            rows = self._query(sql, (space,))
+        elif not amu_ids:
+            return []
+        else:  # two lookups by key (primary key, `unit_links_target`): an OR of both would scan the space's links
+            rows = {}
+            for i in range(0, len(amu_ids), _FEW):
+                part = list(amu_ids[i: i + _FEW])
+                marks = ",".join("?" * len(part))
+                for column in ("source", "target"):
+                    for r in self._query(f"{sql} AND {column} IN ({marks})", [space, *part]):
+                        rows[r[:3]] = r
+            rows = rows.values()
+        return [(r[0], r[1], r[2], float(r[3])) for r in sorted(rows, key=lambda r: r[4])]
 
     def amus(self, space: str, *, status: str | None = "active", amu_ids: list[str] | None = None) -> list[AMU]:
         sql, params = f"SELECT {_AMU_COLUMNS} FROM amus WHERE space=?", [space]
@@ -166,7 +179,7 @@ class UnitRows:
         rewritten = [change[2] for change in turns.values() if change is not None]
         self._index_dims(turn_vecs=np.asarray(rewritten) if rewritten else None)
         with self.transaction() as cur:
-            self._bump(cur, space)
+            self._bump(cur, space, {"units": list(amu_ids), "turns": list(turns), "nodes": _touched(views)})
             if views:
                 self._write_views(cur, space, views)
             gone = 0
@@ -199,7 +212,7 @@ class UnitRows:
         calibration record replaced by `views`, a `save_views` payload)."""
         self._index_dims(text_vecs if amus else None, affect_vecs if amus else None, turn_vecs)
         with self.transaction() as cur:
-            self._bump(cur, space)
+            self._bump(cur, space, {"reset": True})
             for table in ("nodes", "view_state", "view_history"):
                 cur.execute(f"DELETE FROM {table} WHERE space=?", (space,))
             self._write_views(cur, space, views)
@@ -233,7 +246,7 @@ class UnitRows:
     def save_views(self, space: str, payload: list) -> None:
         """A `_write_views` payload, written in one transaction."""
         with self.transaction() as cur:
-            self._bump(cur, space)
+            self._bump(cur, space, {"units": [], "turns": [], "nodes": _touched(payload)})
             self._write_views(cur, space, payload)
 
     @staticmethod
@@ -251,17 +264,39 @@ class UnitRows:
             cur.execute(_PUT_VIEW_STATE, (space, view, state, reservoir))
             cur.executemany(_PUT_HISTORY, [(space, view, int(h["step"]), json.dumps(h)) for h in history])
 
+    def view_rows(self, space: str, view: str, node_ids: list[str]) -> list[dict]:
+        """The saved rows of these nodes of one view (those that exist), read by key."""
+        out = []
+        for i in range(0, len(node_ids), _FEW):
+            part = node_ids[i: i + _FEW]
+            out += [_node(r) for r in self._query(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE space=? AND view=? AND "
+                                                  f"node_id IN ({','.join('?' * len(part))})", [space, view, *part])]
+        return out
+
+    def view_states(self, space: str) -> dict[str, tuple[str, bytes, list[dict]]]:
+        """view -> (state JSON, reservoir bytes, history records by step): `load_views` without
+        the node rows."""
+        return {view: (state, bytes(reservoir), [json.loads(r[0]) for r in self._query(
+                    "SELECT record FROM view_history WHERE space=? AND view=? ORDER BY step", (space, view))])
+                for view, state, reservoir in self._query("SELECT view, state, reservoir FROM view_state WHERE space=?",
+                                                          (space,))}
+
     def load_views(self, space: str) -> dict[str, tuple[str, bytes, list[dict], list[dict]]]:
         """view -> (state JSON, reservoir bytes, node rows, history records by step) for the views
         saved for the space."""
         out = {}
         for view, state, reservoir in self._query("SELECT view, state, reservoir FROM view_state WHERE space=?",
                                                   (space,)):
-            rows = [{"node_id": r[0], "parent_id": r[1], "is_leaf": bool(r[2]), "children": json.loads(r[3]),
-                     "members": json.loads(r[4]), "count": r[5], "sum": bytes(r[6]), "summary": r[7],
-                     "pending": r[8], "info": json.loads(r[9])}
-                    for r in self._query(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE space=? AND view=?", (space, view))]
+            rows = [_node(r) for r in self._query(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE space=? AND view=?",
+                                                  (space, view))]
             history = [json.loads(r[0]) for r in self._query(
                 "SELECT record FROM view_history WHERE space=? AND view=? ORDER BY step", (space, view))]
             out[view] = (state, bytes(reservoir), rows, history)
         return out
+
+
+def _node(r) -> dict:
+    """A node row of `_NODE_COLUMNS` as the views restore it."""
+    return {"node_id": r[0], "parent_id": r[1], "is_leaf": bool(r[2]), "children": json.loads(r[3]),
+            "members": json.loads(r[4]), "count": r[5], "sum": bytes(r[6]), "summary": r[7], "pending": r[8],
+            "info": json.loads(r[9])}

@@ -510,23 +510,77 @@ class SemanticTree(TreeMaintenance):
         tree.amu_ids, tree.texts = ids, [texts.get(a, "") for a in ids]
         tree.row_of = {a: i for i, a in enumerate(ids)}
         for r in rows:
-            nid = int(r["node_id"])
-            tree.alive[nid], tree.is_leaf[nid], tree.parent[nid] = True, r["is_leaf"], int(r["parent_id"])
-            tree.leaf_flag[nid] = bool(r["is_leaf"])
-            tree.children[nid] = [int(c) for c in r["children"]]
-            tree.members[nid] = [tree.row_of[a] for a in r["members"]]
-            tree.leaf_of[tree.members[nid]] = nid
-            tree.count[nid], tree.pending[nid], tree.summary[nid] = r["count"], r["pending"], r["summary"]
-            tree.sums[nid] = np.frombuffer(r["sum"], dtype="<f8")
-            reps = r["info"].get("reps", [])
-            tree.reps[nid] = [tree.row_of[a] for a in reps if a in tree.row_of]
-            tree.quotes[nid] = tree._restored_quotes(r, reps)
+            tree._set_row(r)
         tree.cent[:n] = _unit(tree.sums[:n])  # dead rows stay 0
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
         tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
         tree._sizes_stale = set(range(n))
         return tree
+
+    def _set_row(self, r: dict) -> int:
+        """Set one node from its saved row (its members' rows must exist); returns its id."""
+        nid = int(r["node_id"])
+        self.alive[nid], self.is_leaf[nid], self.parent[nid] = True, r["is_leaf"], int(r["parent_id"])
+        self.leaf_flag[nid] = bool(r["is_leaf"])
+        self.children[nid] = [int(c) for c in r["children"]]
+        self.members[nid] = [self.row_of[a] for a in r["members"]]
+        self.leaf_of[self.members[nid]] = nid
+        self.count[nid], self.pending[nid], self.summary[nid] = r["count"], r["pending"], r["summary"]
+        self.sums[nid] = np.frombuffer(r["sum"], dtype="<f8")
+        reps = r["info"].get("reps", [])
+        self.reps[nid] = [self.row_of[a] for a in reps if a in self.row_of]
+        self.quotes[nid] = self._restored_quotes(r, reps)
+        return nid
+
+    def apply_rows(self, state: dict, rows: list[dict], removed: list[str], calibrator: Calibrator,
+                   new_ids: list[str], new_vecs: np.ndarray, new_texts: list[str]) -> None:
+        """Bring the tree to rows another process committed (`etamem.change_log`): its saved
+        `state()`, the rows of the nodes it changed, the ids of the nodes it removed, its
+        calibrator, and the units new to this tree (ids, (n, d) vectors, texts) before the rows
+        that hold them. Units that left the tree go first (`drop_units`)."""
+        if new_ids:
+            first = self.n_rows
+            self.n_rows += len(new_ids)
+            self._grow("X", self.n_rows)
+            self._grow("leaf_of", self.n_rows)
+            self.X[first: self.n_rows] = _unit(np.asarray(new_vecs, np.float32))
+            self.leaf_of[first: self.n_rows] = -1
+            self.amu_ids.extend(new_ids)
+            self.texts.extend(new_texts)
+            self.row_of.update((a, first + i) for i, a in enumerate(new_ids))
+        n = int(state["n_nodes"])
+        for name in ("sums", "cent", "count", "is_leaf", "alive", "pending", "kid_table"):
+            self._grow(name, n)
+        grow = n - len(self.parent)
+        if grow > 0:
+            self.parent += [-1] * grow
+            self.leaf_flag += [False] * grow
+            for name in ("children", "members", "reps", "quotes"):
+                getattr(self, name).extend([] for _ in range(grow))
+            self.summary += [None] * grow
+        self.n_nodes, self.root, self.steps = n, int(state["root"]), int(state["steps"])
+        self.stats, self.calibrator = dict(state["stats"]), calibrator
+        for nid in map(int, removed):
+            if nid < n:
+                self.alive[nid], self.is_leaf[nid], self.count[nid], self.pending[nid] = False, False, 0, 0
+                self.sums[nid], self.cent[nid] = 0.0, 0.0
+                self.children[nid], self.members[nid], self.reps[nid], self.quotes[nid] = [], [], [], []
+                self.summary[nid], self.parent[nid], self.leaf_flag[nid] = None, -1, False
+        touched = [self._set_row(r) for r in rows] + [int(r) for r in removed if int(r) < n]
+        self.cent[touched] = _unit(self.sums[touched])
+        self._top = None
+        self._kids_stale.update(touched)
+        self._sizes_stale.update(touched)
+        self.dirty, self.changed, self.removed = set(), set(), set()
+
+    def drop_units(self, amu_ids: list[str]) -> None:
+        """Forget units another process removed (their nodes' rows follow: `apply_rows`)."""
+        for a in amu_ids:
+            row = self.row_of.pop(a, None)
+            if row is not None:
+                self.leaf_of[row] = -1
+                self.texts[row] = ""
 
     def _restored_quotes(self, row: dict, reps: list[str]) -> list[int] | None:
         """What a saved node's summary may quote (rows; None: anything). A row without the

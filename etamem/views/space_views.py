@@ -173,6 +173,40 @@ class SpaceViews:
                             json.dumps(state), reservoir, history))
         return payload, changes
 
+    def apply(self, states: dict, rows: dict[str, list[dict]], removed: dict[str, list[str]], new: list[AMU],
+              text_vecs: np.ndarray, affect_vecs: np.ndarray, gone: list[str]) -> dict[str, tuple[list, list]]:
+        """Bring the views to what another process committed (`etamem.change_log`): `states`
+        (`Store.view_states`), per view the rows of the nodes it changed and the ids of those it
+        removed, the units it added (`new`, with (n, d_t) / (n, d_a) vectors) and the ids of those
+        it removed (`gone`). Returns the changes for the search indexes (`pop_changes`' second)."""
+        for obj in (self.event, self.affect, self.time):
+            obj.drop_units(gone)
+        changes = {}
+        for view in VIEWS:
+            if view not in states:
+                changes[view] = ([], [])
+                continue
+            state_json, reservoir, history = states[view]
+            state = json.loads(state_json)
+            if view == "time":
+                self.time.apply_rows(state, rows.get(view, []), removed.get(view, []),
+                                     {a.amu_id: v for a, v in zip(new, text_vecs)}, {a.amu_id: a.text for a in new},
+                                     {a.amu_id: a.timestamp for a in new})
+                changes[view] = ([r["node_id"] for r in rows.get(view, [])], list(removed.get(view, [])))
+                continue
+            calibration = state.pop("calibration")
+            if "history" not in calibration:
+                calibration["history"] = history
+                self._history_saved[view] = len(history)
+            calib = Calibrator.from_state(calibration, np.frombuffer(reservoir, "<f4"))
+            mine = [i for i, a in enumerate(new) if route(a.polarity) == view]
+            tree = self.tree(view)
+            vecs = np.asarray(text_vecs if view == "event" else affect_vecs)[mine] if mine else np.zeros((0, tree.dim))
+            tree.apply_rows(state, rows.get(view, []), removed.get(view, []), calib, [new[i].amu_id for i in mine],
+                            vecs, [new[i].text for i in mine])
+            changes[view] = ([int(r["node_id"]) for r in rows.get(view, [])], [int(n) for n in removed.get(view, [])])
+        return changes
+
     def _restore(self, view: str, saved: tuple, space: str, config, amus: list[AMU], tvec, avec, texts,
                  times) -> list[str]:
         """Restore one saved view if its rows pass `check_rows`; else return the problems."""

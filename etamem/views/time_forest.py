@@ -237,23 +237,48 @@ class TimeForest:
         forest.stats = dict(state["stats"])
         forest.session_start = {k: datetime.fromisoformat(v) for k, v in state.get("session_start", {}).items()}
         for r in rows:
-            info = r["info"]
-            forest.nodes[r["node_id"]] = TimeNode(
-                r["node_id"], info["level"], r["parent_id"], datetime.fromisoformat(info["start"]),
-                datetime.fromisoformat(info["end"]), list(r["children"]), list(r["members"]),
-                np.frombuffer(r["sum"], dtype="<f8").copy(), r["count"], r["summary"], r["pending"])
-            if info["level"] == "session":  # older rows: the state held it, or the node's start is it
-                sid = r["node_id"][2:]
-                if "session_start" in info:
-                    forest.session_start[sid] = datetime.fromisoformat(info["session_start"])
-                else:
-                    forest.session_start.setdefault(sid, forest.nodes[r["node_id"]].start)
-            for a in r["members"]:
-                forest.amu_session[a] = r["node_id"][2:]
-                forest.vectors[a] = np.asarray(vectors[a], np.float32)
-                forest.texts[a] = texts.get(a, "")
-                forest.times[a] = times[a]
+            forest._set_row(r, vectors, texts, times)
         return forest
+
+    def _set_row(self, r: dict, vectors, texts: dict[str, str], times: dict[str, datetime]) -> None:
+        """Set one node from its saved row, with its members' vectors, texts and times by id."""
+        info = r["info"]
+        self.nodes[r["node_id"]] = TimeNode(
+            r["node_id"], info["level"], r["parent_id"], datetime.fromisoformat(info["start"]),
+            datetime.fromisoformat(info["end"]), list(r["children"]), list(r["members"]),
+            np.frombuffer(r["sum"], dtype="<f8").copy(), r["count"], r["summary"], r["pending"])
+        if info["level"] == "session":  # older rows: the state held it, or the node's start is it
+            sid = r["node_id"][2:]
+            if "session_start" in info:
+                self.session_start[sid] = datetime.fromisoformat(info["session_start"])
+            else:
+                self.session_start.setdefault(sid, self.nodes[r["node_id"]].start)
+        for a in r["members"]:
+            self.amu_session[a] = r["node_id"][2:]
+            if a in vectors:  # else kept (a unit this forest holds already)
+                self.vectors[a] = np.asarray(vectors[a], np.float32)
+                self.texts[a] = texts.get(a, "")
+                self.times[a] = times[a]
+
+    def apply_rows(self, state: dict, rows: list[dict], removed: list[str], vectors, texts: dict[str, str],
+                   times: dict[str, datetime]) -> None:
+        """Bring the forest to rows another process committed (`etamem.change_log`): its saved
+        `state()`, the rows of the nodes it changed, the ids of the nodes it removed, and the
+        vectors, texts and times of the units new to it. Units that left go first (`drop_units`)."""
+        self.stats = dict(state["stats"])
+        for node_id in removed:
+            if self.nodes.pop(node_id, None) is not None and node_id.startswith("S:"):
+                self.session_start.pop(node_id[2:], None)
+        for r in rows:
+            self._set_row(r, vectors, texts, times)
+        self._roots = None
+        self.dirty, self.changed, self.removed = set(), set(), set()
+
+    def drop_units(self, amu_ids: list[str]) -> None:
+        """Forget units another process removed (their nodes' rows follow: `apply_rows`)."""
+        for a in amu_ids:
+            if self.amu_session.pop(a, None) is not None:
+                del self.vectors[a], self.texts[a], self.times[a]
 
     def counts(self) -> dict[str, int]:
         """Nodes per level."""
