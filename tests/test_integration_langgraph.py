@@ -201,6 +201,16 @@ def test_delete_removes_every_version_for_real(mem):
     assert all(i.key == "other" for i in store.search(("u",), query="What is the PIN code?"))
 
 
+def test_a_put_after_its_turn_was_deleted_through_memory_stores_it_again(mem):
+    store = EtamemStore(mem)
+    store.put(("u",), "k", {"text": "Ana plays chess on Sundays."})
+    [turn] = mem.turns(space_of(("u",)))
+    mem.delete(space_of(("u",)), turn_id=turn.turn_id)
+    store.put(("u",), "k", {"text": "Ana plays tennis on Sundays."})
+    assert [t.text for t in mem.turns(space_of(("u",)))] == ["Ana plays tennis on Sundays."]
+    assert store.search(("u",), query="What sport does Ana play?")[0].key == "k"
+
+
 def test_a_store_on_disk_keeps_items_across_opens(minilm, tmp_path):
     with EtamemStore(memory(minilm, tmp_path / "s")) as store:
         store.put(("a", "b"), "k", {"text": "Ana plays chess on Sundays.", "n": 1})

@@ -61,7 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised with the package hidd
     raise ImportError('etamem.integrations.langgraph needs LangGraph: pip install "etamem[langgraph]"') from exc
 
 from ..inputs import validate_space
-from ..types import UnknownIdError
+from ..types import UnknownIdError, UnknownSpaceError
 from ..updates import versions
 
 __all__ = ["EtamemStore", "TTLNotSupportedError", "namespace_of", "space_of", "ITEMS_SCHEMA"]
@@ -235,7 +235,10 @@ class EtamemStore(BaseStore):
             row = self._row(space, key)
             turn_id = row[4] if row else ""
             if text and turn_id:
-                turn_id = self.memory.update(space, turn_id, text).turn_id
+                try:
+                    turn_id = self.memory.update(space, turn_id, text).turn_id
+                except (UnknownIdError, UnknownSpaceError):  # its turn was deleted outside the adapter
+                    turn_id = self._add_turn(space, key, text)
             elif text:
                 turn_id = self._add_turn(space, key, text)
             elif turn_id:  # no text any more: the item leaves the searchable memory
