@@ -196,6 +196,19 @@ class Memory(Engine):
             self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
+    def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+               timestamp: datetime | str | None = None):
+        """Replace a turn's text: the new text is stored as a new turn (same session and speaker,
+        `timestamp` or now) and extracted; its units supersede the old turn's units, so
+        `history(unit)` lists old -> new. The old turn stays as history unless `forget_old`
+        (then it and the earlier versions it revised are deleted as `delete(space, turn_id=...)`
+        does). Any version's id names the
+        current one; the current text again is a no-op. Returns an `etamem.updates.Update`;
+        UnknownSpaceError / UnknownIdError for an unknown space or turn, ValueError for empty text."""
+        from .updates import update
+
+        return update(self, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
+
     def _delete_space(self, live: LiveSpace) -> int:
         from .forget import cache_keys
 

@@ -1,0 +1,5 @@
+"""Adapters that put ETAMem behind agent frameworks' memory interfaces, each an optional extra
+imported lazily (a missing framework raises ImportError naming the extra to install):
+
+- `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install "etamem[langgraph]"`).
+"""

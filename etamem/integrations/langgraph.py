@@ -1,0 +1,400 @@
+"""ETAMem as a LangGraph store: `EtamemStore(BaseStore)` (`pip install "etamem[langgraph]"`).
+
+    from etamem.integrations.langgraph import EtamemStore
+    store = EtamemStore("stores/agent")            # or EtamemStore(memory), EtamemStore() in memory
+    store.put(("users", "ana"), "pet", {"text": "Ana adopted a grey cat named Miso."})
+    store.search(("users",), query="What pet does Ana have?", limit=3)
+
+Namespaces and spaces: a namespace (a tuple of labels) is the ETAMem space named by its labels
+percent-encoded (UTF-8; every character but ASCII letters, digits and `-_~!$&'()*+,;=:@` is
+encoded, `%` included) and joined by `.` (LangGraph labels never hold one), so ("users",
+"zoë") is the space `users.zo%C3%AB` and back (`space_of` / `namespace_of`). A namespace whose
+space name would exceed 128 characters, or a label that is not valid Unicode, is refused
+(InvalidNamespaceError).
+
+Items: the value (any JSON object) with its key and times is kept, per (namespace, key), in a
+small table the adapter owns in the memory's own store (`langgraph_items`, created on first use
+through the store's transactions: O(1) rows per get / put / delete, one indexed scan per
+listing; see `ITEMS_SCHEMA`). A value with text becomes a turn of its space (speaker
+`speaker`, the key in the turn's `extra` as `langgraph_key`), extracted into units that
+`search(query=...)` finds with ETAMem retrieval. The text is: the fields the put's `index`
+names (LangGraph field paths: `"memory"`, `"a.b"`, `"tags[*]"`, `"$"` the whole value; their
+texts joined by newlines), else the store's `fields`, else `value["text"]`, else
+`value["content"]` (strings). `index=False`, or a value without such text, is stored and
+returned but not searched. A put on a key that has text is `Memory.update` (the old version
+kept as history and superseded); `delete` removes the value and every version's turn and
+units as `Memory.delete` does. `ttl` other than None is refused (TTLNotSupportedError).
+
+Batches follow LangGraph's `InMemoryStore`: reads (get, search, list) see the store as it was
+before the batch, puts to one (namespace, key) keep the last, and run after the reads.
+Searches without a query list items in order (namespaces by their first item, then items by
+insertion; an overwrite keeps its place), with `filter` (equality on value fields, nested
+objects, `$eq $ne $gt $gte $lt $lte`), `offset` and `limit`. With a query, each space under
+the prefix is searched, items ranked by their best unit's score across spaces (`score`), then
+the matching items that are not searchable (score None).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, unquote
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        PutOp,
+        SearchItem,
+        SearchOp,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
+    )
+except ImportError as exc:  # pragma: no cover - exercised with the package hidden
+    raise ImportError('etamem.integrations.langgraph needs LangGraph: pip install "etamem[langgraph]"') from exc
+
+from ..inputs import validate_space
+from ..types import UnknownIdError, UnknownSpaceError
+from ..updates import versions
+
+__all__ = ["EtamemStore", "TTLNotSupportedError", "namespace_of", "space_of", "ITEMS_SCHEMA"]
+
+KEY_EXTRA = "langgraph_key"  # turn extra: the item's key
+SAFE = "-_~!$&'()*+,;=:@"  # kept as they are in a label (with ASCII letters and digits)
+MAX_QUERY_UNITS = 2000  # the most units one space's retrieval asks for while filling a page
+ITEMS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS langgraph_items (space TEXT NOT NULL, key TEXT NOT NULL, seq BIGINT NOT NULL, "
+    "value TEXT NOT NULL, turn_id TEXT NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL, "
+    "PRIMARY KEY (space, key))",
+    "CREATE INDEX IF NOT EXISTS langgraph_items_seq ON langgraph_items (space, seq)",
+    "CREATE INDEX IF NOT EXISTS langgraph_items_turn ON langgraph_items (space, turn_id)",
+)
+_COLUMNS = "space, key, seq, value, turn_id, created, updated"
+
+
+class TTLNotSupportedError(NotImplementedError, ValueError):
+    """A put with a `ttl`: EtamemStore keeps items until they are deleted."""
+
+
+def space_of(namespace: tuple[str, ...]) -> str:
+    """The space of a namespace: labels percent-encoded, joined by '.' (InvalidNamespaceError
+    when a label is empty, not a string, holds '.', is not valid Unicode, or the name is too long)."""
+    if not isinstance(namespace, tuple) or not namespace:
+        raise InvalidNamespaceError(f"namespace: expected a non-empty tuple of strings, got {namespace!r}")
+    validate_op_namespace(GetOp(namespace, ""))
+    try:
+        name = ".".join(quote(label, safe=SAFE, errors="strict") for label in namespace)
+        return validate_space(name)
+    except (UnicodeEncodeError, ValueError) as exc:
+        raise InvalidNamespaceError(f"namespace {namespace!r} cannot name an ETAMem space: {exc}") from None
+
+
+def namespace_of(space: str) -> tuple[str, ...]:
+    """The namespace a space name encodes (`space_of` reversed)."""
+    return tuple(unquote(label, errors="strict") for label in space.split("."))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class EtamemStore(BaseStore):
+    """A LangGraph store over an `etamem.Memory` (see the module's docstring for the mapping).
+
+    memory: a `Memory`, or a store path / PostgreSQL URL / None (a `Memory` made here and
+    closed by `close`). fields: default LangGraph field paths of the text to index (None: the
+    value's "text", else "content"). speaker: the speaker of the turns items become."""
+
+    supports_ttl = False
+
+    def __init__(self, memory: Any = None, *, fields: list[str] | None = None, speaker: str = "user"):
+        from ..memory import Memory
+
+        if isinstance(memory, Memory):
+            self.memory, self._owned = memory, False
+        elif memory is None or isinstance(memory, (str, Path)):
+            self.memory, self._owned = Memory(memory), True
+        else:
+            raise ValueError(f"memory: expected an etamem.Memory, a store path or None, got {type(memory).__name__}")
+        if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields)):
+            raise ValueError(f"fields: expected a list of field paths, got {fields!r}")
+        if not isinstance(speaker, str) or not speaker.strip():
+            raise ValueError(f"speaker: expected a non-empty string, got {speaker!r}")
+        self.fields, self.speaker = fields, speaker
+        self._write_lock = threading.RLock()  # one put or delete at a time: item row and turns move together
+        with self.memory.store.transaction() as cur:
+            for statement in ITEMS_SCHEMA:
+                cur.execute(statement)
+
+    # --- the interface ---------------------------------------------------------------------
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        """Run LangGraph ops (GetOp, SearchOp, ListNamespacesOp, PutOp): results in op order."""
+        ops = list(ops)
+        for op in ops:  # every op checked before any runs
+            self._check(op)
+        results: list[Any] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op.namespace, op.key))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                puts[(op.namespace, op.key)] = op
+                results.append(None)
+        for op in puts.values():
+            self._put(op)
+        return results
+
+    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+        """`batch` in a worker thread (the event loop is not blocked)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def close(self) -> None:
+        """Close the Memory this store made (one passed in is the caller's to close)."""
+        if self._owned:
+            self.memory.close()
+
+    def __enter__(self) -> "EtamemStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- checks ----------------------------------------------------------------------------
+    @staticmethod
+    def _check(op: Any) -> None:
+        if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp, PutOp)):
+            raise ValueError(f"unknown operation type: {type(op).__name__}")
+        validate_op_namespace(op)
+        if isinstance(op, PutOp):
+            space_of(op.namespace)
+            if op.namespace[0] == "langgraph":
+                raise InvalidNamespaceError(f'root label for namespace cannot be "langgraph": {op.namespace}')
+            if op.ttl is not None:
+                raise TTLNotSupportedError(f"ttl={op.ttl!r}: EtamemStore keeps items until they are deleted; "
+                                           "put with ttl=None (or leave it out)")
+            if op.value is not None and not isinstance(op.value, Mapping):
+                raise ValueError(f"value: expected a mapping or None, got {type(op.value).__name__}")
+            if op.index is not None and op.index is not False and not isinstance(op.index, list):
+                raise ValueError(f"index: expected False, None or a list of field paths, got {op.index!r}")
+        elif isinstance(op, GetOp):
+            space_of(op.namespace)
+
+    # --- rows ------------------------------------------------------------------------------
+    def _rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        with self.memory.store.transaction() as cur:
+            cur.execute(sql, tuple(params))
+            return [tuple(r) for r in cur.fetchall()]
+
+    def _row(self, space: str, key: str) -> tuple | None:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM langgraph_items WHERE space=? AND key=?", (space, key))
+        return rows[0] if rows else None
+
+    @staticmethod
+    def _item(row: tuple, score: float | None = None, searched: bool = False) -> Item:
+        space, key, _, value, _, created, updated = row
+        fields = dict(namespace=namespace_of(space), key=key, value=json.loads(value),
+                     created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated))
+        return SearchItem(**fields, score=score) if searched else Item(**fields)
+
+    # --- get / put / delete ----------------------------------------------------------------
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        row = self._row(space_of(namespace), str(key))
+        return None if row is None else self._item(row)
+
+    def _text(self, op: PutOp) -> str:
+        """The text of the put's value to index ("" for none), see the module's docstring."""
+        if op.index is False:
+            return ""
+        paths = op.index if op.index is not None else self.fields
+        if paths is None:
+            for name in ("text", "content"):
+                if isinstance(op.value.get(name), str) and op.value[name].strip():
+                    return op.value[name]
+            return ""
+        texts = [t for p in paths for t in get_text_at_path(op.value, p if p == "$" else tokenize_path(p))]
+        return "\n".join(t for t in texts if t.strip())
+
+    def _put(self, op: PutOp) -> None:
+        space, key = space_of(op.namespace), str(op.key)
+        with self._write_lock:
+            if op.value is None:
+                return self._delete(space, key)
+            value = json.dumps(dict(op.value), allow_nan=False)
+            text = self._text(op)
+            row = self._row(space, key)
+            turn_id = row[4] if row else ""
+            if text and turn_id:
+                try:
+                    turn_id = self.memory.update(space, turn_id, text).turn_id
+                except (UnknownIdError, UnknownSpaceError):  # its turn was deleted outside the adapter
+                    turn_id = self._add_turn(space, key, text)
+            elif text:
+                turn_id = self._add_turn(space, key, text)
+            elif turn_id:  # no text any more: the item leaves the searchable memory
+                self._forget_turns(space, turn_id)
+                turn_id = ""
+            now = _now()
+            with self.memory.store.transaction() as cur:
+                if row is None:
+                    cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM langgraph_items")
+                    seq = int(cur.fetchall()[0][0])
+                    cur.execute(f"INSERT INTO langgraph_items ({_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                                (space, key, seq, value, turn_id, now, now))
+                else:
+                    cur.execute("UPDATE langgraph_items SET value=?, turn_id=?, updated=? WHERE space=? AND key=?",
+                                (value, turn_id, now, space, key))
+
+    def _add_turn(self, space: str, key: str, text: str) -> str:
+        """A new turn holding `text` (its id drawn from key and text: a retry finds it)."""
+        import hashlib
+
+        digest = hashlib.blake2b(f"{key}\n{text}".encode(), digest_size=8).hexdigest()
+        turn_id = f"lg-{digest}"
+        if not self.memory.store.turns(space, turn_ids=[turn_id]):
+            self.memory.add([{"turn_id": turn_id, "speaker": self.speaker, "text": text,
+                              "extra": {KEY_EXTRA: key}}], space=space)
+        return turn_id
+
+    def _forget_turns(self, space: str, turn_id: str) -> None:
+        """Delete the turn and every earlier version of it, with their units."""
+        found = self.memory.store.turns(space, turn_ids=[turn_id])
+        for tid in (versions(self.memory.store, space, found[0]) if found else []):
+            try:
+                self.memory.delete(space, turn_id=tid)
+            except UnknownIdError:  # gone meanwhile
+                pass
+
+    def _delete(self, space: str, key: str) -> None:
+        row = self._row(space, key)
+        if row is None:
+            return
+        if row[4]:
+            self._forget_turns(space, row[4])
+        with self.memory.store.transaction() as cur:
+            cur.execute("DELETE FROM langgraph_items WHERE space=? AND key=?", (space, key))
+        self.memory.store.truncate_wal()  # the value leaves the log files too
+
+    # --- listing and search ----------------------------------------------------------------
+    def _spaces(self, prefix: tuple[str, ...]) -> list[str]:
+        """Spaces holding items whose namespace starts with `prefix`."""
+        spaces = [r[0] for r in self._rows("SELECT DISTINCT space FROM langgraph_items")]
+        n = len(prefix)
+        return [s for s in spaces if namespace_of(s)[:n] == tuple(prefix)]
+
+    def _listed(self, spaces: list[str]) -> list[tuple]:
+        """Rows of `spaces`: namespaces by their first item, items by insertion."""
+        if not spaces:
+            return []
+        marks = ",".join("?" * len(spaces))
+        rows = self._rows(f"SELECT {_COLUMNS} FROM langgraph_items WHERE space IN ({marks}) ORDER BY seq", spaces)
+        first: dict[str, int] = {}
+        for r in rows:
+            first.setdefault(r[0], r[2])
+        return sorted(rows, key=lambda r: (first[r[0]], r[2]))
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError(f"limit and offset must not be negative, got limit={op.limit}, offset={op.offset}")
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise ValueError(f"filter: expected a mapping, got {type(op.filter).__name__}")
+        _check_filter(op.filter or {})
+        spaces = self._spaces(op.namespace_prefix)
+        rows = [r for r in self._listed(spaces) if _matches(json.loads(r[3]), op.filter)]
+        if not op.query:
+            return [self._item(r, searched=True) for r in rows[op.offset:op.offset + op.limit]]
+        want = op.offset + op.limit
+        scored: list[tuple[float, tuple]] = []
+        for space in spaces:
+            candidates = {r[4]: r for r in rows if r[0] == space and r[4]}
+            if candidates:
+                scored += self._ranked(op.query, space, candidates, want)
+        scored.sort(key=lambda x: -x[0])  # stable: ties keep the listing order
+        ranked = [self._item(r, s, searched=True) for s, r in scored]
+        ranked += [self._item(r, searched=True) for r in rows if not r[4]]
+        return ranked[op.offset:want]
+
+    def _ranked(self, query: str, space: str, candidates: dict[str, tuple], want: int) -> list[tuple[float, tuple]]:
+        """(score, row) of the `candidates` (turn id -> row) that ETAMem retrieval finds for the
+        query in `space`: asks for more units until `want` items are found or the space is exhausted."""
+        k = max(20, 3 * want)
+        while True:
+            k = min(k, MAX_QUERY_UNITS)
+            hits = self.memory.search(query, space=space, top_k=k)
+            best: dict[str, float] = {}
+            for hit in hits:
+                for tid in hit.source_turn_ids:
+                    if tid in candidates and hit.score > best.get(tid, float("-inf")):
+                        best[tid] = float(hit.score)
+            if len(best) >= min(want, len(candidates)) or len(hits) < k or k >= MAX_QUERY_UNITS:
+                return [(s, candidates[t]) for t, s in best.items()]
+            k *= 4
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        names = [namespace_of(s) for s in self._spaces(())]
+        for cond in op.match_conditions or ():
+            if cond.match_type not in ("prefix", "suffix"):
+                raise ValueError(f"unsupported match type: {cond.match_type!r}")
+            names = [ns for ns in names if _matches_path(ns, tuple(cond.path), cond.match_type == "suffix")]
+        names = sorted({ns[:op.max_depth] for ns in names} if op.max_depth is not None else set(names))
+        return names[op.offset:op.offset + op.limit]
+
+
+def _matches_path(namespace: tuple[str, ...], path: tuple[str, ...], suffix: bool) -> bool:
+    """`namespace` starts (ends) with `path`, "*" matching any label."""
+    if len(namespace) < len(path):
+        return False
+    pairs = zip(reversed(namespace), reversed(path)) if suffix else zip(namespace, path)
+    return all(p == "*" or a == p for a, p in pairs)
+
+
+_OPERATORS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b,
+              "$gt": lambda a, b: float(a) > float(b), "$gte": lambda a, b: float(a) >= float(b),
+              "$lt": lambda a, b: float(a) < float(b), "$lte": lambda a, b: float(a) <= float(b)}
+
+
+def _matches(value: Any, condition: Mapping[str, Any] | None) -> bool:
+    """Whether a value passes a LangGraph filter: equality per field (nested objects field by
+    field, lists element by element) or operators `$eq $ne $gt $gte $lt $lte`."""
+    if not condition:
+        return True
+    return all(_compare(value.get(k) if isinstance(value, Mapping) else None, v) for k, v in condition.items())
+
+
+def _check_filter(condition: Any) -> None:
+    """ValueError for an operator other than `_OPERATORS` anywhere in a filter (or one mixed
+    with field names)."""
+    if isinstance(condition, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in condition):
+            unknown = [k for k in condition if k not in _OPERATORS]
+            if unknown:
+                raise ValueError(f"filter: unsupported operator {unknown[0]!r} (use one of {sorted(_OPERATORS)})")
+        for v in condition.values():
+            _check_filter(v)
+    elif isinstance(condition, (list, tuple)):
+        for v in condition:
+            _check_filter(v)
+
+
+def _compare(have: Any, want: Any) -> bool:
+    if isinstance(want, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in want):
+            try:
+                return all(_OPERATORS[k](have, v) for k, v in want.items())
+            except (TypeError, ValueError):  # a value that is no number
+                return False
+        return isinstance(have, Mapping) and all(_compare(have.get(k), v) for k, v in want.items())
+    if isinstance(want, (list, tuple)):
+        return (isinstance(have, (list, tuple)) and len(have) == len(want)
+                and all(_compare(a, b) for a, b in zip(have, want)))
+    return have == want
