@@ -9,7 +9,8 @@ import numpy as np
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
 FORMAT_VERSION = 6  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
 # 5: vector-cache keys scoped by space (the cache of older stores is emptied), space epochs,
-# derived-file records; 6: the change log (`space_changes`). Older stores are upgraded in place:
+# derived-file records; 6: the change log (`space_changes`) and framework items (`space_items`).
+# Older stores are upgraded in place:
 # the tables added since are created empty.
 
 # Written in SQLite's types; PostgreSQL maps BLOB, REAL and TEXT to its own (etamem.store_pg).
@@ -61,14 +62,37 @@ CREATE INDEX IF NOT EXISTS unit_links_target ON unit_links (space, target);
 CREATE TABLE IF NOT EXISTS space_changes (
     space TEXT NOT NULL, generation INTEGER NOT NULL, epoch TEXT NOT NULL, change TEXT NOT NULL,
     PRIMARY KEY (space, generation));
+CREATE TABLE IF NOT EXISTS space_items (
+    space TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL,
+    turn_id TEXT NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL, PRIMARY KEY (space, kind, key));
+CREATE INDEX IF NOT EXISTS space_items_seq ON space_items (kind, seq);
+CREATE INDEX IF NOT EXISTS space_items_turn ON space_items (space, turn_id);
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, spaces TEXT NOT NULL, created TEXT NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '');
 """
 SPACE_TABLES = ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "space_meta", "nodes", "view_state",
-                "view_history", "unit_fields", "unit_links", "space_changes")
+                "view_history", "unit_fields", "unit_links", "space_changes", "space_items")
 VECTOR_TABLES = {"amu_vectors": ("space", "amu_id", "kind"), "turn_vectors": ("space", "turn_id")}  # -> key columns
 UNIT_KINDS = ("text", "affect")
+
+_ITEM_COLUMNS = "space, kind, key, seq, value, turn_id, created, updated"
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """An item a framework adapter keeps beside a space's turns (`SqlStore.put_item`): its value
+    as stored (text, e.g. JSON), the turn holding its text ("" for none), ISO times."""
+
+    space: str
+    kind: str
+    key: str
+    seq: int
+    value: str
+    turn_id: str
+    created: str
+    updated: str
+
 
 _AMU_COLUMNS = "amu_id, text, speaker, ts, session_id, source_turn_ids, polarity, polarity_scores, status, space"
 _TURN_COLUMNS = "turn_id, session_id, speaker, text, ts, space, extra"

@@ -9,7 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from .store_schema import _ADD_SESSION, _BUMP, _EPOCH, _SET_SPACE_META, _TURN_COLUMNS, SPACE_TABLES, _matrix
+from .store_schema import (
+    _ADD_SESSION,
+    _BUMP,
+    _EPOCH,
+    _ITEM_COLUMNS,
+    _SET_SPACE_META,
+    _TURN_COLUMNS,
+    SPACE_TABLES,
+    StoredItem,
+    _matrix,
+)
 from .types import Turn
 
 
@@ -65,6 +75,45 @@ class SpaceRows:
         rows = self._query("SELECT generation, epoch, change FROM space_changes WHERE space=? AND generation>? "
                            "AND generation<=? ORDER BY generation", (space, after, upto))
         return [(int(g), e, json.loads(c)) for g, e, c in rows]
+
+    # --- items (values a framework adapter keeps by key beside a space's turns) ---------------
+    def get_item(self, space: str, kind: str, key: str) -> StoredItem | None:
+        """The item `key` of `kind` (e.g. "langgraph") in the space, or None."""
+        rows = self._query(f"SELECT {_ITEM_COLUMNS} FROM space_items WHERE space=? AND kind=? AND key=?",
+                           (space, kind, key))
+        return StoredItem(*rows[0]) if rows else None
+
+    def items(self, kind: str, spaces: list[str] | None = None) -> list[StoredItem]:
+        """The items of `kind` (in `spaces` only, when given), oldest first."""
+        sql, params = f"SELECT {_ITEM_COLUMNS} FROM space_items WHERE kind=?", [kind]
+        if spaces is not None:
+            if not spaces:
+                return []
+            sql += f" AND space IN ({','.join('?' * len(spaces))})"
+            params += list(spaces)
+        return [StoredItem(*r) for r in self._query(sql + " ORDER BY seq", params)]
+
+    def item_spaces(self, kind: str) -> list[str]:
+        """The spaces holding items of `kind`."""
+        return sorted(r[0] for r in self._query("SELECT DISTINCT space FROM space_items WHERE kind=?", (kind,)))
+
+    def put_item(self, space: str, kind: str, key: str, value: str, turn_id: str = "", now: str = "") -> None:
+        """Insert or replace an item's `value` (text, e.g. JSON) and the turn holding its text
+        ("" for none); a new item goes last, a replaced one keeps its place and creation time."""
+        with self.transaction() as cur:
+            cur.execute("UPDATE space_items SET value=?, turn_id=?, updated=? WHERE space=? AND kind=? AND key=?",
+                        (value, turn_id, now, space, kind, key))
+            if not cur.rowcount:
+                seq = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM space_items WHERE kind=?",
+                                      (kind,)).fetchone()[0])
+                cur.execute(f"INSERT INTO space_items ({_ITEM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                            (space, kind, key, seq, value, turn_id, now, now))
+
+    def delete_item(self, space: str, kind: str, key: str) -> bool:
+        """Remove an item; False if there was none."""
+        with self.transaction() as cur:
+            cur.execute("DELETE FROM space_items WHERE space=? AND kind=? AND key=?", (space, kind, key))
+            return cur.rowcount > 0
 
     def get_space_meta(self, space: str, key: str) -> str | None:
         rows = self._query("SELECT value FROM space_meta WHERE space=? AND key=?", (space, key))

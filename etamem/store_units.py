@@ -189,6 +189,8 @@ class UnitRows:
                 cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, a))
                 cur.execute("DELETE FROM unit_fields WHERE space=? AND amu_id=?", (space, a))
                 cur.execute("DELETE FROM unit_links WHERE space=? AND (source=? OR target=?)", (space, a, a))
+            for t in turns:  # an item whose text was in the turn: its value holds that text too
+                cur.execute("DELETE FROM space_items WHERE space=? AND turn_id=?", (space, t))
             for t, change in turns.items():
                 if change is None:
                     cur.execute("DELETE FROM turns WHERE space=? AND turn_id=?", (space, t))

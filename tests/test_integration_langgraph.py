@@ -201,6 +201,21 @@ def test_delete_removes_every_version_for_real(mem):
     assert all(i.key == "other" for i in store.search(("u",), query="What is the PIN code?"))
 
 
+def test_deleting_the_space_or_the_turn_through_memory_forgets_the_value(mem):
+    """The value holds the text: it goes with the space, and with its turn (delete forgets)."""
+    store = EtamemStore(mem)
+    store.put(("u", "ana"), "pin", {"text": "My PIN code is 4711."})
+    store.put(("u", "bob"), "pin", {"text": "Bob's PIN code is 1234."})
+    store.put(("u", "bob"), "plain", {"note": "no text to index"}, index=False)
+    [turn] = mem.turns(space_of(("u", "ana")))
+    mem.delete(space_of(("u", "ana")), turn_id=turn.turn_id)
+    assert store.get(("u", "ana"), "pin") is None
+    mem.delete(space_of(("u", "bob")))
+    assert store.get(("u", "bob"), "pin") is None and store.get(("u", "bob"), "plain") is None
+    assert store.search(("u",)) == [] and store.list_namespaces() == []
+    assert not mem.store._query("SELECT * FROM space_items WHERE value LIKE '%PIN%'")
+
+
 def test_a_put_after_its_turn_was_deleted_through_memory_stores_it_again(mem):
     store = EtamemStore(mem)
     store.put(("u",), "k", {"text": "Ana plays chess on Sundays."})

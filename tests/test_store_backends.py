@@ -288,3 +288,25 @@ def test_database_urls_and_their_passwords():
     assert redact("postgresql://ana:s3cret@db.example/mem?sslmode=require") == \
         "postgresql://ana:***@db.example/mem?sslmode=require"
     assert "s3cret" not in redact("postgresql:///mem?user=ana&password=s3cret")
+
+
+def test_items_are_kept_by_key_in_order_and_go_with_their_turn_and_space(target):
+    mem = memory(target)
+    store = mem.store
+    mem.add(turns(FACTS[:3]), space="ana")
+    store.put_item("ana", "k", "b", '{"v": 1}', "s0:0", "2024-01-01T00:00:00")
+    store.put_item("ana", "k", "a", '{"v": 2}', "", "2024-01-01T00:00:01")
+    store.put_item("bob", "k", "c", '{"v": 3}', "", "2024-01-01T00:00:02")
+    store.put_item("ana", "other", "a", '{"v": 4}')
+    store.put_item("ana", "k", "b", '{"v": 5}', "s0:1", "2024-01-02T00:00:00")  # replaced: keeps its place
+    got = store.get_item("ana", "k", "b")
+    assert (got.value, got.turn_id, got.created, got.updated) == ('{"v": 5}', "s0:1", "2024-01-01T00:00:00",
+                                                                  "2024-01-02T00:00:00")
+    assert [(i.space, i.key) for i in store.items("k")] == [("ana", "b"), ("ana", "a"), ("bob", "c")]
+    assert [i.key for i in store.items("k", ["bob"])] == ["c"] and store.item_spaces("k") == ["ana", "bob"]
+    mem.delete("ana", turn_id="s0:1")  # the item's text was in that turn
+    assert store.get_item("ana", "k", "b") is None and store.get_item("ana", "k", "a") is not None
+    assert store.delete_item("bob", "k", "c") and not store.delete_item("bob", "k", "c")
+    mem.delete("ana")
+    assert store.items("k") == [] and store.items("other") == []
+    mem.close()

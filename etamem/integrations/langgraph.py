@@ -12,10 +12,11 @@ encoded, `%` included) and joined by `.` (LangGraph labels never hold one), so (
 space name would exceed 128 characters, or a label that is not valid Unicode, is refused
 (InvalidNamespaceError).
 
-Items: the value (any JSON object) with its key and times is kept, per (namespace, key), in a
-small table the adapter owns in the memory's own store (`langgraph_items`, created on first use
-through the store's transactions: O(1) rows per get / put / delete, one indexed scan per
-listing; see `ITEMS_SCHEMA`). A value with text becomes a turn of its space (speaker
+Items: the value (any JSON object) with its key and times is kept, per (namespace, key), as an
+item of kind "langgraph" of its space in the memory's own store (`SqlStore.put_item`, table
+`space_items`: one row per get / put / delete, one indexed read per listing). Items go with their
+space when it is deleted, and with their turn when that turn is deleted or rewritten through
+`Memory.delete` (their value holds its text). A value with text becomes a turn of its space (speaker
 `speaker`, the key in the turn's `extra` as `langgraph_key`), extracted into units that
 `search(query=...)` finds with ETAMem retrieval. The text is: the fields the put's `index`
 names (LangGraph field paths: `"memory"`, `"a.b"`, `"tags[*]"`, `"$"` the whole value; their
@@ -61,22 +62,16 @@ except ImportError as exc:  # pragma: no cover - exercised with the package hidd
     raise ImportError('etamem.integrations.langgraph needs LangGraph: pip install "etamem[langgraph]"') from exc
 
 from ..inputs import validate_space
+from ..store_schema import StoredItem
 from ..types import UnknownIdError, UnknownSpaceError
 from ..updates import versions
 
-__all__ = ["EtamemStore", "TTLNotSupportedError", "namespace_of", "space_of", "ITEMS_SCHEMA"]
+__all__ = ["EtamemStore", "TTLNotSupportedError", "namespace_of", "space_of"]
 
 KEY_EXTRA = "langgraph_key"  # turn extra: the item's key
 SAFE = "-_~!$&'()*+,;=:@"  # kept as they are in a label (with ASCII letters and digits)
 MAX_QUERY_UNITS = 2000  # the most units one space's retrieval asks for while filling a page
-ITEMS_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS langgraph_items (space TEXT NOT NULL, key TEXT NOT NULL, seq BIGINT NOT NULL, "
-    "value TEXT NOT NULL, turn_id TEXT NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL, "
-    "PRIMARY KEY (space, key))",
-    "CREATE INDEX IF NOT EXISTS langgraph_items_seq ON langgraph_items (space, seq)",
-    "CREATE INDEX IF NOT EXISTS langgraph_items_turn ON langgraph_items (space, turn_id)",
-)
-_COLUMNS = "space, key, seq, value, turn_id, created, updated"
+KIND = "langgraph"  # the store's item kind of this adapter
 
 
 class TTLNotSupportedError(NotImplementedError, ValueError):
@@ -129,9 +124,6 @@ class EtamemStore(BaseStore):
             raise ValueError(f"speaker: expected a non-empty string, got {speaker!r}")
         self.fields, self.speaker = fields, speaker
         self._write_lock = threading.RLock()  # one put or delete at a time: item row and turns move together
-        with self.memory.store.transaction() as cur:
-            for statement in ITEMS_SCHEMA:
-                cur.execute(statement)
 
     # --- the interface ---------------------------------------------------------------------
     def batch(self, ops: Iterable[Any]) -> list[Any]:
@@ -191,20 +183,13 @@ class EtamemStore(BaseStore):
             space_of(op.namespace)
 
     # --- rows ------------------------------------------------------------------------------
-    def _rows(self, sql: str, params: Iterable = ()) -> list[tuple]:
-        with self.memory.store.transaction() as cur:
-            cur.execute(sql, tuple(params))
-            return [tuple(r) for r in cur.fetchall()]
-
-    def _row(self, space: str, key: str) -> tuple | None:
-        rows = self._rows(f"SELECT {_COLUMNS} FROM langgraph_items WHERE space=? AND key=?", (space, key))
-        return rows[0] if rows else None
+    def _row(self, space: str, key: str) -> StoredItem | None:
+        return self.memory.store.get_item(space, KIND, key)
 
     @staticmethod
-    def _item(row: tuple, score: float | None = None, searched: bool = False) -> Item:
-        space, key, _, value, _, created, updated = row
-        fields = dict(namespace=namespace_of(space), key=key, value=json.loads(value),
-                     created_at=datetime.fromisoformat(created), updated_at=datetime.fromisoformat(updated))
+    def _item(row: StoredItem, score: float | None = None, searched: bool = False) -> Item:
+        fields = dict(namespace=namespace_of(row.space), key=row.key, value=json.loads(row.value),
+                     created_at=datetime.fromisoformat(row.created), updated_at=datetime.fromisoformat(row.updated))
         return SearchItem(**fields, score=score) if searched else Item(**fields)
 
     # --- get / put / delete ----------------------------------------------------------------
@@ -233,7 +218,7 @@ class EtamemStore(BaseStore):
             value = json.dumps(dict(op.value), allow_nan=False)
             text = self._text(op)
             row = self._row(space, key)
-            turn_id = row[4] if row else ""
+            turn_id = row.turn_id if row else ""
             if text and turn_id:
                 try:
                     turn_id = self.memory.update(space, turn_id, text).turn_id
@@ -244,16 +229,7 @@ class EtamemStore(BaseStore):
             elif turn_id:  # no text any more: the item leaves the searchable memory
                 self._forget_turns(space, turn_id)
                 turn_id = ""
-            now = _now()
-            with self.memory.store.transaction() as cur:
-                if row is None:
-                    cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM langgraph_items")
-                    seq = int(cur.fetchall()[0][0])
-                    cur.execute(f"INSERT INTO langgraph_items ({_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
-                                (space, key, seq, value, turn_id, now, now))
-                else:
-                    cur.execute("UPDATE langgraph_items SET value=?, turn_id=?, updated=? WHERE space=? AND key=?",
-                                (value, turn_id, now, space, key))
+            self.memory.store.put_item(space, KIND, key, value, turn_id, _now())
 
     def _add_turn(self, space: str, key: str, text: str) -> str:
         """A new turn holding `text` (its id drawn from key and text: a retry finds it)."""
@@ -279,29 +255,25 @@ class EtamemStore(BaseStore):
         row = self._row(space, key)
         if row is None:
             return
-        if row[4]:
-            self._forget_turns(space, row[4])
-        with self.memory.store.transaction() as cur:
-            cur.execute("DELETE FROM langgraph_items WHERE space=? AND key=?", (space, key))
+        if row.turn_id:
+            self._forget_turns(space, row.turn_id)
+        self.memory.store.delete_item(space, KIND, key)
         self.memory.store.truncate_wal()  # the value leaves the log files too
 
     # --- listing and search ----------------------------------------------------------------
     def _spaces(self, prefix: tuple[str, ...]) -> list[str]:
         """Spaces holding items whose namespace starts with `prefix`."""
-        spaces = [r[0] for r in self._rows("SELECT DISTINCT space FROM langgraph_items")]
+        spaces = self.memory.store.item_spaces(KIND)
         n = len(prefix)
         return [s for s in spaces if namespace_of(s)[:n] == tuple(prefix)]
 
-    def _listed(self, spaces: list[str]) -> list[tuple]:
-        """Rows of `spaces`: namespaces by their first item, items by insertion."""
-        if not spaces:
-            return []
-        marks = ",".join("?" * len(spaces))
-        rows = self._rows(f"SELECT {_COLUMNS} FROM langgraph_items WHERE space IN ({marks}) ORDER BY seq", spaces)
+    def _listed(self, spaces: list[str]) -> list[StoredItem]:
+        """Items of `spaces`: namespaces by their first item, items by insertion."""
+        rows = self.memory.store.items(KIND, spaces)
         first: dict[str, int] = {}
         for r in rows:
-            first.setdefault(r[0], r[2])
-        return sorted(rows, key=lambda r: (first[r[0]], r[2]))
+            first.setdefault(r.space, r.seq)
+        return sorted(rows, key=lambda r: (first[r.space], r.seq))
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
@@ -310,21 +282,22 @@ class EtamemStore(BaseStore):
             raise ValueError(f"filter: expected a mapping, got {type(op.filter).__name__}")
         _check_filter(op.filter or {})
         spaces = self._spaces(op.namespace_prefix)
-        rows = [r for r in self._listed(spaces) if _matches(json.loads(r[3]), op.filter)]
+        rows = [r for r in self._listed(spaces) if _matches(json.loads(r.value), op.filter)]
         if not op.query:
             return [self._item(r, searched=True) for r in rows[op.offset:op.offset + op.limit]]
         want = op.offset + op.limit
-        scored: list[tuple[float, tuple]] = []
+        scored: list[tuple[float, StoredItem]] = []
         for space in spaces:
-            candidates = {r[4]: r for r in rows if r[0] == space and r[4]}
+            candidates = {r.turn_id: r for r in rows if r.space == space and r.turn_id}
             if candidates:
                 scored += self._ranked(op.query, space, candidates, want)
         scored.sort(key=lambda x: -x[0])  # stable: ties keep the listing order
         ranked = [self._item(r, s, searched=True) for s, r in scored]
-        ranked += [self._item(r, searched=True) for r in rows if not r[4]]
+        ranked += [self._item(r, searched=True) for r in rows if not r.turn_id]
         return ranked[op.offset:want]
 
-    def _ranked(self, query: str, space: str, candidates: dict[str, tuple], want: int) -> list[tuple[float, tuple]]:
+    def _ranked(self, query: str, space: str, candidates: dict[str, StoredItem], want: int
+                ) -> list[tuple[float, StoredItem]]:
         """(score, row) of the `candidates` (turn id -> row) that ETAMem retrieval finds for the
         query in `space`: asks for more units until `want` items are found or the space is exhausted."""
         k = max(20, 3 * want)
