@@ -61,8 +61,12 @@ class AsyncMemory:
     def config(self) -> Config:
         return self.memory.config
 
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` in the pool, in a copy of the caller's context: for several
+        `self.memory` calls that belong together (e.g. an adapter's write and its bookkeeping)."""
+        return await self._run(fn, *args, **kwargs)
+
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """`fn(*args, **kwargs)` in the pool, in a copy of the caller's context."""
         if self._closed:
             raise RuntimeError("AsyncMemory is closed")
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
