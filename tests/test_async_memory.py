@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import threading
 import time
 
@@ -186,3 +187,41 @@ def test_life_cycle_and_errors(tmp_path):
             assert len(again.turns("tenant0")) == 2
 
     asyncio.run(main())
+
+
+def test_benchmark_smoke(tmp_path):
+    """`benchmarks/async_load.py --quick`: every mode runs its calls and stores every turn."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.async_load import main
+
+    out = tmp_path / "async_load.json"
+    result = main(["--quick", "--out", str(out)])
+    assert set(result["modes"]) == {"async", "threads", "blocking"}
+    assert [m["calls"] for m in result["modes"].values()] == [60, 60, 60]
+    assert all(m["probe_wakeups"] > 0 and m["stall_max_ms"] >= m["stall_p99_ms"] for m in result["modes"].values())
+    assert json.loads(out.read_text()) == result
+
+
+def test_docs_async_example_runs(tmp_path, monkeypatch, capsys):
+    """docs/async.md's example as written, on the hashing encoder."""
+    import re
+    from pathlib import Path
+
+    import etamem
+
+    def fast(path=None, **kw):
+        enc = CachedEncoder(HashingEncoder())
+        return AsyncMemory(path, text_encoder=enc, affect_tagger=VaderAffectTagger(enc), **kw)
+
+    monkeypatch.setattr(etamem, "AsyncMemory", fast, raising=False)
+    monkeypatch.chdir(tmp_path)
+    page = Path(__file__).resolve().parents[1] / "docs" / "async.md"
+    code = re.search(r"<!-- async-example -->\n```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S).group(1)
+    exec(compile(code, str(page), "exec"), {"__name__": "docs_example"})
+    out = capsys.readouterr().out
+    assert "Miso" in out and "Lyon" in out, out
+    with Memory(tmp_path / "stores" / "agents", text_encoder=CachedEncoder(HashingEncoder())) as mem:
+        assert mem.spaces() == ["ana", "ben"]
