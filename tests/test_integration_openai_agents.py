@@ -175,6 +175,25 @@ def test_bad_input():
     assert asyncio.run(session.get_items()) == []  # nothing of a refused call is stored
 
 
+def test_caller_scope_is_checked():
+    """The session's own store calls (its item list) obey the caller's tenancy scope, as Memory's do."""
+    from etamem import tenancy
+
+    async def main():
+        async with fast_async() as amem:
+            session = EtamemSession("chat-1", amem, space="ana")
+            await session.add_items([USER, CALL])
+            with tenancy.scope(["ben"]):
+                for call in (session.get_items(), session.add_items([CALL]), session.pop_item(),
+                             session.clear_session()):
+                    with pytest.raises(tenancy.SpaceForbidden):
+                        await call
+            with tenancy.scope(["ana"]):
+                assert await session.get_items() == [USER, CALL]
+
+    asyncio.run(main())
+
+
 def test_missing_sdk_names_the_extra(monkeypatch):
     for name in [m for m in sys.modules if m == "agents" or m.startswith("agents.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if the SDK were not installed

@@ -123,15 +123,15 @@ class EtamemSession:
         assistant text are also added to the space as turns (their units made and indexed)."""
         if not items:
             return
-        records = []
+        records, turns = [], []
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise ValueError(f"items[{i}]: expected a dict (a Responses input item), got {type(item).__name__}")
             said = item_text(item)
-            records.append({"item": json.loads(json.dumps(item)),
-                            "turn_id": None if said is None else f"oa-{uuid.uuid4().hex}"})
-        turns = [{"turn_id": r["turn_id"], "session_id": self.session_id, "speaker": said[0], "text": said[1]}
-                 for r, item in zip(records, items) if (said := item_text(item)) is not None]
+            turn_id = None if said is None else f"oa-{uuid.uuid4().hex}"
+            records.append({"item": json.loads(json.dumps(item)), "turn_id": turn_id})
+            if said is not None:
+                turns.append({"turn_id": turn_id, "session_id": self.session_id, "speaker": said[0], "text": said[1]})
 
         def write() -> None:
             with self._locked():
