@@ -19,7 +19,11 @@ def __getattr__(name):  # lazy: keep `import etamem` cheap
         from .memory import Memory
 
         return Memory
+    if name == "AsyncMemory":
+        from .async_memory import AsyncMemory
+
+        return AsyncMemory
     raise AttributeError(f"module 'etamem' has no attribute {name!r}")
 
 
-__all__ = ["Memory", "Config", "Turn", "AMU", "Hit", "Answer", "MemoryContext", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]
+__all__ = ["Memory", "AsyncMemory", "Config", "Turn", "AMU", "Hit", "Answer", "MemoryContext", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]

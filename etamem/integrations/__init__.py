@@ -1,5 +1,8 @@
 """Adapters that put ETAMem behind agent frameworks' memory interfaces, each an optional extra
-imported lazily (a missing framework raises ImportError naming the extra to install):
+imported lazily (a missing framework raises ImportError naming the extra to install; see
+docs/integrations/):
 
-- `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install "etamem[langgraph]"`).
+- `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install "etamem[langgraph]"`);
+- `etamem.integrations.openai_agents.EtamemSession`: an OpenAI Agents SDK session
+  (`pip install "etamem[openai-agents]"`).
 """

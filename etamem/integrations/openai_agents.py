@@ -1,0 +1,210 @@
+"""The OpenAI Agents SDK: `EtamemSession` (the SDK's `Session` protocol) and `etamem_instructions`.
+
+    from agents import Agent, Runner
+    from etamem import AsyncMemory
+    from etamem.integrations.openai_agents import EtamemSession, etamem_instructions
+
+    memory = AsyncMemory("store_dir")
+    agent = Agent(name="Assistant", instructions=etamem_instructions(memory, "ana", "Be brief."))
+    result = await Runner.run(agent, "Where do I live?", session=EtamemSession("chat-1", memory, space="ana"))
+
+What is stored where: the session's items, exactly as the SDK gave them (messages, function
+calls and their outputs, reasoning items, in order), are one JSON list in the space's meta
+values (`Store.set_space_meta`, key `openai_agents.items/<session_id>`), each beside the id of
+the turn made from it, if any. Items with a user or assistant role and some text also become
+ETAMem turns of that space (role -> speaker, the session id as the turn's session), so their
+units are searchable like any other memory. `pop_item` removes the last item and its turn with
+the turn's units (`Memory.delete(turn_id=...)`), `clear_session` every item and turn of the session.
+A session's writes are serialised in this process; two processes writing one session at once
+may lose an item of the list (the turns stay).
+
+Needs the SDK: `pip install "etamem[openai-agents]"`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from typing import Any, Mapping
+
+try:
+    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+except ImportError as exc:  # pragma: no cover - exercised in a process without the SDK
+    raise ImportError('etamem.integrations.openai_agents needs the OpenAI Agents SDK: '
+                      'pip install "etamem[openai-agents]"') from exc
+
+from .. import tenancy
+from ..async_memory import AsyncMemory
+from ..inputs import validate_space
+from ..memory import Memory
+from ..messages import message_text
+from ..types import UnknownIdError
+
+log = logging.getLogger(__name__)
+
+ITEMS_KEY = "openai_agents.items/"  # + session id: the space meta value holding the session's items
+SPEAKER_ROLES = ("user", "assistant")  # items with these roles and some text become turns
+_LOCKS: dict[tuple[int, str, str], threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _session_lock(memory: Memory, space: str, session_id: str) -> threading.Lock:
+    """One lock per (store, space, session) in this process, shared by the sessions that name it."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault((id(memory.store), space, session_id), threading.Lock())
+
+
+def item_text(item: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(speaker, text) of an item that is a user or assistant message with some text, else None."""
+    role = item.get("role")
+    if role not in SPEAKER_ROLES or item.get("type", "message") != "message":
+        return None
+    text = message_text(item.get("content"), "item.content")
+    return (role, text) if text.strip() else None
+
+
+class EtamemSession:
+    """The SDK's `Session` protocol on an ETAMem store (see the module docstring).
+
+    session_id: the conversation (the SDK's session id; the turns' session id).
+    memory: an `AsyncMemory` (shared by sessions: one thread pool), a `Memory` (wrapped in a pool
+    of this session's; the Memory stays its owner's), or a store path (opened and closed by `close`).
+    space: the ETAMem space the turns go to (default: the session id); give a user's space to share
+    one memory across that user's conversations.
+    session_settings: the SDK's `SessionSettings` (its `limit` is `get_items`' default).
+    """
+
+    def __init__(self, session_id: str, memory: AsyncMemory | Memory | str | os.PathLike | None,
+                 space: str | None = None, *, session_settings: SessionSettings | None = None):
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValueError(f"session_id: expected a non-empty string, got {session_id!r}")
+        self.session_id = session_id
+        self.space = validate_space(session_id if space is None else space)
+        self.session_settings = session_settings if session_settings is not None else SessionSettings()
+        if isinstance(memory, AsyncMemory):
+            self.memory, self._owns = memory, False
+        elif isinstance(memory, Memory):
+            self.memory, self._owns = AsyncMemory(memory), True  # our pool; aclose leaves the Memory open
+        else:
+            self.memory, self._owns = AsyncMemory(memory), True
+        self._key = ITEMS_KEY + session_id
+
+    # --- the item list in the space's meta values -----------------------------------
+    def _records(self) -> list[dict]:
+        raw = self.memory.memory.store.get_space_meta(self.space, self._key)
+        return json.loads(raw) if raw else []
+
+    def _save(self, records: list[dict]) -> None:
+        self.memory.memory.store.set_space_meta(self.space, self._key, json.dumps(records))
+
+    def _locked(self):
+        tenancy.check(self.space)  # a store call: checked here as Memory checks its own
+        return _session_lock(self.memory.memory, self.space, self.session_id)
+
+    # --- the Session protocol ---------------------------------------------------------
+    async def get_items(self, limit: int | None = None) -> list[dict]:
+        """The session's items in the order added, as added; `limit`: the latest `limit` of them
+        (default `session_settings.limit`; None: all; 0: none, as the SDK's SQLiteSession)."""
+        n = resolve_session_limit(limit, self.session_settings)
+
+        def read() -> list[dict]:
+            with self._locked():
+                items = [r["item"] for r in self._records()]
+            if n is None or n < 0:
+                return items
+            return items[-n:] if n > 0 else []
+
+        return await self.memory.call(read)
+
+    async def add_items(self, items: list[dict]) -> None:
+        """Append items (JSON-serialisable dicts, as the SDK passes them); those with user or
+        assistant text are also added to the space as turns (their units made and indexed)."""
+        if not items:
+            return
+        records, turns = [], []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"items[{i}]: expected a dict (a Responses input item), got {type(item).__name__}")
+            said = item_text(item)
+            turn_id = None if said is None else f"oa-{uuid.uuid4().hex}"
+            records.append({"item": json.loads(json.dumps(item)), "turn_id": turn_id})
+            if said is not None:
+                turns.append({"turn_id": turn_id, "session_id": self.session_id, "speaker": said[0], "text": said[1]})
+
+        def write() -> None:
+            with self._locked():
+                if turns:
+                    self.memory.memory.add(turns, space=self.space)
+                self._save(self._records() + records)
+
+        await self.memory.call(write)
+
+    async def pop_item(self) -> dict | None:
+        """Remove and return the latest item (None when the session is empty), with its turn and
+        the turn's units."""
+        def pop() -> dict | None:
+            with self._locked():
+                records = self._records()
+                if not records:
+                    return None
+                last = records[-1]
+                if last.get("turn_id"):
+                    self._forget_turn(last["turn_id"])
+                self._save(records[:-1])
+                return last["item"]
+
+        return await self.memory.call(pop)
+
+    async def clear_session(self) -> None:
+        """Remove every item of the session, with their turns and units."""
+        def clear() -> None:
+            with self._locked():
+                records = self._records()
+                for r in reversed(records):
+                    if r.get("turn_id"):
+                        self._forget_turn(r["turn_id"])
+                if records:
+                    self._save([])
+
+        await self.memory.call(clear)
+
+    def _forget_turn(self, turn_id: str) -> None:
+        try:
+            self.memory.memory.delete(self.space, turn_id=turn_id)
+        except UnknownIdError:  # already deleted (e.g. by `Memory.delete`)
+            log.debug("session %s: turn %s was already gone", self.session_id, turn_id)
+
+    async def close(self) -> None:
+        """Close the pool (and the store) this session opened; a shared `AsyncMemory` stays open."""
+        if self._owns:
+            await self.memory.aclose()
+
+
+def latest_user_text(items: list[Any]) -> str | None:
+    """The text of the latest user message among Responses input items (None if there is none)."""
+    for item in reversed(items or []):
+        if isinstance(item, Mapping):
+            said = item_text(item)
+            if said is not None and said[0] == "user":
+                return said[1]
+    return None
+
+
+def etamem_instructions(memory: AsyncMemory | Memory, space: str, base_instructions: str = "", *,
+                        top_k: int | None = None):
+    """`Agent(instructions=...)` that adds to `base_instructions` the memory of `space` for the
+    run's latest user message (`Memory.context`, run in `memory`'s pool; a plain `Memory` gets a
+    pool of its own). With no user message in the turn's input: `base_instructions` alone."""
+    amem = memory if isinstance(memory, AsyncMemory) else AsyncMemory(memory)
+    space = validate_space(space)
+
+    async def instructions(run_context, agent) -> str:
+        query = latest_user_text(getattr(run_context, "turn_input", None) or [])
+        if query is None:
+            return base_instructions
+        context = await amem.context(query, space, top_k=top_k)
+        return f"{base_instructions}\n\n{context}".strip() + "\n" if base_instructions else context
+
+    return instructions
