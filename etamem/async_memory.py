@@ -94,6 +94,11 @@ class AsyncMemory:
         """`Memory.delete`: forget a unit, a turn and its units, or the whole space."""
         return await self._run(self.memory.delete, space, amu_id, turn_id=turn_id)
 
+    async def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+                     timestamp: datetime | str | None = None):
+        """`Memory.update`: replace a turn's text, the old version kept as history (or forgotten)."""
+        return await self._run(self.memory.update, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
+
     async def reindex(self) -> dict[str, dict]:
         """`Memory.reindex`: re-encode every space with this Memory's models."""
         return await self._run(self.memory.reindex)

@@ -83,14 +83,18 @@ class SpaceRows:
                            (space, kind, key))
         return StoredItem(*rows[0]) if rows else None
 
-    def items(self, kind: str, spaces: list[str] | None = None) -> list[StoredItem]:
-        """The items of `kind` (in `spaces` only, when given), oldest first."""
+    def items(self, kind: str, spaces: list[str] | None = None, prefix: str = "") -> list[StoredItem]:
+        """The items of `kind` (in `spaces` only, when given; whose key starts with `prefix`),
+        oldest first."""
         sql, params = f"SELECT {_ITEM_COLUMNS} FROM space_items WHERE kind=?", [kind]
         if spaces is not None:
             if not spaces:
                 return []
             sql += f" AND space IN ({','.join('?' * len(spaces))})"
             params += list(spaces)
+        if prefix:
+            sql += " AND substr(key, 1, ?) = ?"
+            params += [len(prefix), prefix]
         return [StoredItem(*r) for r in self._query(sql + " ORDER BY seq", params)]
 
     def item_spaces(self, kind: str) -> list[str]:

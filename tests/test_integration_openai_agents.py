@@ -163,6 +163,21 @@ def test_items_persist_in_the_store(tmp_path):
     assert asyncio.run(main()) == ITEMS
 
 
+def test_an_item_goes_with_its_turn_deleted_through_memory(tmp_path):
+    """The item holds the turn's text: `Memory.delete(turn_id=...)` forgets it too; other items stay."""
+    async def main():
+        async with AsyncMemory(fast_memory(HashingEncoder(), tmp_path / "store")) as amem:
+            session = EtamemSession("chat-1", amem, space="ana")
+            await session.add_items(ITEMS)
+            [first] = [t for t in await amem.turns("ana") if t.text == USER["content"]]
+            await amem.delete("ana", turn_id=first.turn_id)
+            items = await session.get_items()
+            amem.memory.close()
+            return items
+
+    assert asyncio.run(main()) == [i for i in ITEMS if i != USER]
+
+
 def test_bad_input():
     mem = fast_memory(HashingEncoder())
     with pytest.raises(ValueError, match="session_id"):

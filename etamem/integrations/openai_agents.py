@@ -9,14 +9,15 @@
     result = await Runner.run(agent, "Where do I live?", session=EtamemSession("chat-1", memory, space="ana"))
 
 What is stored where: the session's items, exactly as the SDK gave them (messages, function
-calls and their outputs, reasoning items, in order), are one JSON list in the space's meta
-values (`Store.set_space_meta`, key `openai_agents.items/<session_id>`), each beside the id of
-the turn made from it, if any. Items with a user or assistant role and some text also become
+calls and their outputs, reasoning items, in order), are items of kind "openai_agents" of the
+space in the store (`SqlStore.put_item`, table `space_items`: one row per item, keyed by the
+session and a random id, in insertion order), each beside the id of the turn made from it, if
+any; an item goes with its space, and with its turn when that is deleted through `Memory.delete`. Items with a user or assistant role and some text also become
 ETAMem turns of that space (role -> speaker, the session id as the turn's session), so their
 units are searchable like any other memory. `pop_item` removes the last item and its turn with
 the turn's units (`Memory.delete(turn_id=...)`), `clear_session` every item and turn of the session.
-A session's writes are serialised in this process; two processes writing one session at once
-may lose an item of the list (the turns stay).
+A session's writes are serialised in this process; two processes may append to one session at
+once (each item is its own row).
 
 Needs the SDK: `pip install "etamem[openai-agents]"`.
 """
@@ -40,11 +41,12 @@ from ..async_memory import AsyncMemory
 from ..inputs import validate_space
 from ..memory import Memory
 from ..messages import message_text
+from ..store_schema import StoredItem
 from ..types import UnknownIdError
 
 log = logging.getLogger(__name__)
 
-ITEMS_KEY = "openai_agents.items/"  # + session id: the space meta value holding the session's items
+KIND = "openai_agents"  # the store's item kind of this adapter
 SPEAKER_ROLES = ("user", "assistant")  # items with these roles and some text become turns
 _LOCKS: dict[tuple[int, str, str], threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -89,15 +91,11 @@ class EtamemSession:
             self.memory, self._owns = AsyncMemory(memory), True  # our pool; aclose leaves the Memory open
         else:
             self.memory, self._owns = AsyncMemory(memory), True
-        self._key = ITEMS_KEY + session_id
+        self._prefix = f"{len(session_id)}:{session_id}:"  # item keys: prefix + a random id
 
-    # --- the item list in the space's meta values -----------------------------------
-    def _records(self) -> list[dict]:
-        raw = self.memory.memory.store.get_space_meta(self.space, self._key)
-        return json.loads(raw) if raw else []
-
-    def _save(self, records: list[dict]) -> None:
-        self.memory.memory.store.set_space_meta(self.space, self._key, json.dumps(records))
+    # --- the session's items in the store ------------------------------------------------
+    def _records(self) -> list[StoredItem]:
+        return self.memory.memory.store.items(KIND, [self.space], prefix=self._prefix)
 
     def _locked(self):
         tenancy.check(self.space)  # a store call: checked here as Memory checks its own
@@ -111,7 +109,7 @@ class EtamemSession:
 
         def read() -> list[dict]:
             with self._locked():
-                items = [r["item"] for r in self._records()]
+                items = [json.loads(r.value) for r in self._records()]
             if n is None or n < 0:
                 return items
             return items[-n:] if n > 0 else []
@@ -129,7 +127,7 @@ class EtamemSession:
                 raise ValueError(f"items[{i}]: expected a dict (a Responses input item), got {type(item).__name__}")
             said = item_text(item)
             turn_id = None if said is None else f"oa-{uuid.uuid4().hex}"
-            records.append({"item": json.loads(json.dumps(item)), "turn_id": turn_id})
+            records.append((json.dumps(item), turn_id or ""))
             if said is not None:
                 turns.append({"turn_id": turn_id, "session_id": self.session_id, "speaker": said[0], "text": said[1]})
 
@@ -137,7 +135,8 @@ class EtamemSession:
             with self._locked():
                 if turns:
                     self.memory.memory.add(turns, space=self.space)
-                self._save(self._records() + records)
+                for value, turn_id in records:
+                    self.memory.memory.store.put_item(self.space, KIND, self._prefix + uuid.uuid4().hex, value, turn_id)
 
         await self.memory.call(write)
 
@@ -150,10 +149,10 @@ class EtamemSession:
                 if not records:
                     return None
                 last = records[-1]
-                if last.get("turn_id"):
-                    self._forget_turn(last["turn_id"])
-                self._save(records[:-1])
-                return last["item"]
+                if last.turn_id:
+                    self._forget_turn(last.turn_id)  # its item goes with it
+                self.memory.memory.store.delete_item(self.space, KIND, last.key)
+                return json.loads(last.value)
 
         return await self.memory.call(pop)
 
@@ -161,12 +160,10 @@ class EtamemSession:
         """Remove every item of the session, with their turns and units."""
         def clear() -> None:
             with self._locked():
-                records = self._records()
-                for r in reversed(records):
-                    if r.get("turn_id"):
-                        self._forget_turn(r["turn_id"])
-                if records:
-                    self._save([])
+                for r in reversed(self._records()):
+                    if r.turn_id:
+                        self._forget_turn(r.turn_id)
+                    self.memory.memory.store.delete_item(self.space, KIND, r.key)
 
         await self.memory.call(clear)
 
