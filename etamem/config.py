@@ -204,6 +204,11 @@ class Config:
     # a live space that finds another process's writes in the store applies them from the store's
     # change log (work in proportion to the change; etamem/change_log.py) instead of opening again
     follow_changes: bool = True
+    # where the large exact vector indexes (raw turns, routing) search: "auto" (FAISS-GPU once an
+    # index holds `gpu_min_rows` rows, when FAISS has GPU support and sees a GPU: the `gpu` extra),
+    # "cpu", or "gpu" (required: ImportError naming the extra without one)
+    index_device: str = "auto"
+    gpu_min_rows: int = 20_000
     # --- chat input (etamem/messages.py, etamem/inputs.py) ----------------------------------
     # a turn or message given without a session id joins the space's open session unless this many
     # minutes of silence lie between it and the turn before; then it starts a new session
@@ -332,6 +337,7 @@ _CHOICES = {
     "bm25_stemmer": ("english", "none"),
     "fallback_confidence": ("score", "agreement"),
     "device": ("auto", "cpu", "cuda"),
+    "index_device": ("auto", "cpu", "gpu"),
     "method": ("etamem", "fta"),
     "units": ("auto", "amu", "fta"),
     "fta_segmentation": ("bws", "fixed", "session", "turn-pair"),
@@ -357,6 +363,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     "blas_threads": (0, " (0: leave BLAS alone)"),
     "insert_batch": (0, " (0: one batch per add() call)"),
     "max_live_spaces": (0, " (0: no bound)"),
+    "gpu_min_rows": (0, ""),
     "max_live_bytes": (0, " (0: no byte bound)"),
 }
 _BETWEEN = {  # field: (low, high), inclusive

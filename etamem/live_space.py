@@ -142,7 +142,7 @@ class LiveSpace:
         vectors are written back, else they stay in memory and `unsaved_repair` is set."""
         fast = None if root is None else cls._from_snapshot(store, space, config, text_dim, affect_dim, root)
         if fast is not None:
-            return fast
+            return fast.on_device(config)
         with store.snapshot():
             stamp = store.stamp(space)
             recorded = store.get_space_meta(space, derived.RECORD_KEY) if root is not None else None
@@ -166,7 +166,14 @@ class LiveSpace:
         live.unsaved_repair = repaired and not repair
         if live.from_files:  # the indexes were current but no snapshot was: the next save writes one
             live.saved_stamp = None
-        return live
+        return live.on_device(config)
+
+    def on_device(self, config) -> "LiveSpace":
+        """Place the large exact indexes (raw turns, routing) per `config.index_device` (FAISS-GPU
+        when "auto" finds a GPU; `etamem.retrieval.gpu_index`); returns self."""
+        self.turns.set_device(config.index_device, config.gpu_min_rows)
+        self.index.set_device(config.index_device, config.gpu_min_rows)
+        return self
 
     @classmethod
     def _from_snapshot(cls, store, space, config, text_dim: int, affect_dim: int, root) -> "LiveSpace | None":

@@ -45,6 +45,10 @@ class TurnIndex:
     def __len__(self) -> int:
         return len(self.slot_of)
 
+    def set_device(self, device: str, min_rows: int = 20_000) -> None:
+        """Where the turns' dense search runs (`VectorIndex.set_device`)."""
+        self.index.set_device(device, min_rows)
+
     def add(self, turns: list[Turn], vectors: np.ndarray) -> None:
         """Append turns with their `turn_text` vectors ((n, d) float32 unit rows)."""
         if not turns:

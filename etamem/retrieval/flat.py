@@ -47,6 +47,15 @@ class FlatHybridIndex:
         """Live rows."""
         return len(self._dense)
 
+    def set_device(self, device: str, min_rows: int = 20_000) -> None:
+        """Where the dense search runs (`VectorIndex.set_device`)."""
+        self._dense.set_device(device, min_rows)
+
+    @property
+    def dense(self):
+        """The dense `VectorIndex` (read-only use)."""
+        return self._dense
+
     @property
     def lexical(self) -> LexicalIndex:
         return self._bm25

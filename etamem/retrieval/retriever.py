@@ -355,6 +355,12 @@ class SpaceIndex:
             self.ids = [self.ids[i] for i in keep.tolist()]
             self.row_of = {a: i for i, a in enumerate(self.ids)}
 
+    def set_device(self, device: str, min_rows: int = 20_000) -> None:
+        """Where the routing and Time-centroid indexes search in exact mode (`VectorIndex.set_device`;
+        above `exact_max` leaves routing is an HNSW graph on the CPU)."""
+        for index in (*self.routing.values(), self.time_centroids):
+            index.set_device(device, min_rows)
+
     # --- nodes ---------------------------------------------------------------------------------
     def sync(self, changes: dict[str, tuple[list, list]]) -> None:
         """Bring node texts and routing entries up to date for (changed, removed) node ids per

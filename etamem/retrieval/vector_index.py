@@ -30,12 +30,16 @@ memory-maps the vectors read-only; the first write copies them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import numpy as np
 
 from ..npy_files import load_npy
+from .gpu_index import DEVICES, GpuFlat, use_gpu
+
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 _GROWTH = 1.5
@@ -74,6 +78,25 @@ class VectorIndex:
         self._slot: dict = {}  # live key -> slot
         self._n = 0
         self._hnsw = None
+        self.device, self.gpu_min_rows = "cpu", 20_000  # see `set_device`
+        self._gpu: GpuFlat | None = None
+        self._gpu_stale = False
+
+    def set_device(self, device: str, min_rows: int = 20_000) -> None:
+        """Where exact searches run: "cpu", "gpu", or "auto" (on a GPU through FAISS-GPU once the
+        index holds `min_rows` rows, when one is there; `etamem.retrieval.gpu_index`)."""
+        if device == "gpu":
+            use_gpu(device, 0, min_rows, import_faiss())  # refused now, not at the first search
+        elif device not in DEVICES:
+            raise ValueError(f"device: expected one of {DEVICES}, got {device!r}")
+        self.device, self.gpu_min_rows = device, int(min_rows)
+        if device == "cpu":
+            self._gpu = None
+
+    @property
+    def on_gpu(self) -> bool:
+        """The last exact search ran on the GPU copy."""
+        return self._gpu is not None
 
     # -- queries ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -108,6 +131,10 @@ class VectorIndex:
         return sims.astype(np.float32), [self._keys[s] for s in slots]
 
     def _search_exact(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.device != "cpu":
+            found = self._search_gpu(q, k)
+            if found is not None:
+                return found
         sims = self._vecs[: self._n] @ q
         sims[~self._live[: self._n]] = -np.inf
         if k < self._n:  # every slot scoring at least the k-th best, so ties at the cut go by slot
@@ -117,6 +144,19 @@ class VectorIndex:
             cand = np.arange(self._n)
         cand = cand[np.lexsort((cand, -sims[cand]))][:k]
         return cand, sims[cand]
+
+    def _search_gpu(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The exact search on the GPU copy of the rows, or None (not selected, or too large a fetch)."""
+        faiss = import_faiss()
+        if not use_gpu(self.device, len(self), self.gpu_min_rows, faiss):
+            self._gpu = None
+            return None
+        if self._gpu is None:
+            self._gpu, self._gpu_stale = GpuFlat(faiss, self.dim), False
+            log.info("vector index of %d rows: exact search on the GPU (FAISS-GPU)", len(self))
+        self._gpu.sync(self._vecs, self._n, self._gpu_stale)
+        self._gpu_stale = False
+        return self._gpu.search(q, k, self._live[: self._n], len(self))
 
     def _search_hnsw(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         n, live = self._n, self._live
@@ -151,6 +191,7 @@ class VectorIndex:
             return
         known = np.array([key in self._slot for key in keys], bool)
         if self.mode == "exact" and known.any():  # overwrite rows in place
+            self._gpu_stale = True
             self._writable()
             self._vecs[[self._slot[key] for key, kn in zip(keys, known) if kn]] = vecs[known]
             keys, vecs = [key for key, kn in zip(keys, known) if not kn], vecs[~known]
@@ -215,6 +256,7 @@ class VectorIndex:
         self._keys = [self._keys[s] for s in slots]
         self._slot = {key: i for i, key in enumerate(self._keys)}
         self._n = m
+        self._gpu_stale = True
         if self.exact_max is None or m <= (self.exact_max // 2 if self.mode == "hnsw" else self.exact_max):
             self.mode, self._hnsw = "exact", None
         else:
