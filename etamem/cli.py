@@ -92,6 +92,9 @@ def cmd_ingest(args) -> int:
     conversations = list(read_conversations(args.file, args.format))
     if args.limit:
         conversations = conversations[:args.limit]
+    if getattr(args, "space", None):  # `etamem import --space S`: every message into S
+        for conv in conversations:
+            conv.space = args.space
     t_all = time.perf_counter()
     rows = []
     undo, mem = NewStoreUndo(args.store), None
@@ -315,6 +318,11 @@ def cmd_reindex(args) -> int:
 def cmd_export(args) -> int:
     from .inspect import export_store
 
+    if args.format == "chat":
+        from .cli_data import export_chat
+
+        return export_chat(args)
+
     with _memory(args, _existing_store(args.store)) as mem:
         text = json.dumps(export_store(mem, [args.space] if args.space else None).to_dict(), ensure_ascii=False,
                           indent=args.indent)
@@ -386,9 +394,11 @@ def add_inspection_commands(sub, common, stats_parser) -> None:
     common(t)
     t.set_defaults(func=cmd_trace)
 
-    e = sub.add_parser("export", help="everything a store holds, as JSON")
+    e = sub.add_parser("export", help="everything a store holds, as JSON; or its turns as chat JSONL (--format chat)")
     e.add_argument("store")
-    e.add_argument("--format", choices=["json"], default="json")
+    e.add_argument("--format", choices=["json", "chat"], default="json",
+                   help="json: turns, units, views and links; chat: the turns as `ingest --format chat` / "
+                        "`import` read them (one message per line)")
     e.add_argument("--space", default=None, help="one space (default: all)")
     e.add_argument("--out", default=None, help="file to write (default: stdout)")
     e.add_argument("--indent", type=int, default=None)
@@ -469,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(r)
     r.set_defaults(func=cmd_reindex)
     add_inspection_commands(sub, common, st)
+    from .cli_data import register as add_data_commands
+
+    add_data_commands(sub, common)
     add_serve_commands(sub, common)
     add_bench_parser(sub)
     return p
