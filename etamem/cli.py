@@ -481,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspection_commands(sub, common, st)
     from .cli_data import register as add_data_commands
 
-    add_data_commands(sub, common)
+    add_data_commands(sub, common, cmd_ingest)
     add_serve_commands(sub, common)
     add_bench_parser(sub)
     return p

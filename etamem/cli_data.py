@@ -71,10 +71,9 @@ def cmd_delete(args) -> int:
     return 0
 
 
-def register(sub, common) -> None:
-    """Add `delete` and `import` to the `etamem` parser (`export --format chat` is in its parser)."""
-    from .cli import cmd_ingest
-
+def register(sub, common, ingest) -> None:
+    """Add `delete` and `import` to the `etamem` parser (`export --format chat` is in its parser);
+    `ingest`: the `etamem ingest` command, which `import` runs with the chat format."""
     d = sub.add_parser("delete", help="forget a unit, a turn with its units, or a whole space")
     d.add_argument("store")
     d.add_argument("--space", required=True)
@@ -93,7 +92,7 @@ def register(sub, common) -> None:
     i.add_argument("--yes", action="store_true", help="confirm --replace without asking")
     i.add_argument("--no-progress", action="store_true")
     common(i)
-    i.set_defaults(func=cmd_ingest, format="chat", limit=0)
+    i.set_defaults(func=ingest, format="chat", limit=0)
 
 
 __all__ = ["chat_messages", "cmd_delete", "export_chat", "register"]
