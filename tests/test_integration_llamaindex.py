@@ -88,6 +88,25 @@ def test_names_replace_the_roles_in_the_units(hashing_encoder):
     asyncio.run(amem.aclose())
 
 
+def test_a_timestamp_in_additional_kwargs_dates_the_turn(hashing_encoder):
+    amem = engine(hashing_encoder)
+    block = EtamemMemoryBlock(amem, space="ana")
+
+    async def main():
+        await block.aput([ChatMessage(role="user", content="I adopted a grey cat named Miso.",
+                                      additional_kwargs={"timestamp": "2023-05-08T13:56"}),
+                          ChatMessage(role="assistant", content="Lovely!", additional_kwargs={"timestamp": 1683554220})],
+                         session_id="s1")
+        turns = await amem.turns("ana")
+        assert [t.timestamp.strftime("%Y-%m-%d %H:%M") for t in turns] == ["2023-05-08 13:56", "2023-05-08 13:57"]
+        assert "8 May 2023" in await block.aget([ChatMessage(role="user", content="Which cat?")])
+        with pytest.raises(ValueError, match="timestamp"):
+            await block.aput([ChatMessage(role="user", content="Hi.", additional_kwargs={"timestamp": "someday"})])
+        await amem.aclose()
+
+    asyncio.run(main())
+
+
 # --- what was flushed comes back in memory.get() -----------------------------------------------
 def test_a_later_get_holds_a_fact_from_a_flushed_message(minilm):
     amem = engine(minilm)

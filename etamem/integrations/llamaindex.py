@@ -11,7 +11,9 @@ LlamaIndex's `Memory` keeps the latest messages as short-term history; when they
 This block adds the flushed messages to an ETAMem space as turns: user messages as speaker
 `user`, assistant ones (`assistant`, and `chatbot` / `model` of other providers) as `assistant`,
 the text of their text blocks joined by newlines, the LlamaIndex session id as the turns'
-session; system, developer and tool messages and messages without text are left out. The
+session, `additional_kwargs["timestamp"]` (ISO 8601, epoch seconds or a datetime) as their time
+when given (else the time of the flush); system, developer and tool messages and messages
+without text are left out. The
 units extracted from them are then found like any other memory of the space. On `memory.get()`
 (or `aget`) the block returns `Memory.context` of the space for the latest user message
 (`top_k` memories with their dates and source messages), which LlamaIndex puts into the system
@@ -112,7 +114,8 @@ class EtamemMemoryBlock(BaseMemoryBlock[str]):
 
     def chat_messages(self, messages: List[ChatMessage]) -> list[dict]:
         """The ETAMem chat messages (`{"role", "content", ...}`) made from LlamaIndex messages:
-        user and assistant messages with text, with their LlamaIndex session id."""
+        user and assistant messages with text, with their LlamaIndex session id and, when
+        `additional_kwargs` has one, their timestamp."""
         out = []
         for message in messages:
             speaker, text = speaker_of(message), message_text(message)
@@ -125,6 +128,9 @@ class EtamemMemoryBlock(BaseMemoryBlock[str]):
             session_id = message.additional_kwargs.get("session_id")
             if isinstance(session_id, str) and session_id.strip():
                 said["session_id"] = session_id
+            when = message.additional_kwargs.get("timestamp")
+            if when is not None:  # when it was said (ISO 8601, epoch seconds, a datetime); else now
+                said["timestamp"] = when
             out.append(said)
         return out
 
