@@ -32,6 +32,7 @@ MAX_METADATA_KEYS = 64
 MAX_METADATA_KEY_CHARS = 128
 MAX_METADATA_CHARS = 16_384  # the whole object as JSON
 MAX_FILTER_VALUES = 1_000  # speakers or sessions in one filter
+MAX_NAME_CHARS = 200  # a speaker or session id (as `etamem.inputs` limits them)
 Scalar = str | int | float | bool | None
 FILTER_KEYS = ("speaker", "role", "session_id", "since", "until", "metadata")
 
@@ -57,6 +58,8 @@ def validate_metadata(value: Any, where: str) -> dict[str, Scalar]:
                              "(metadata is flat: no lists or objects)")
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"{where}.{key}: {v} is not a JSON number")
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 63:
+            raise ValueError(f"{where}.{key}: an integer outside the 64-bit range")
         out[key] = v
     try:
         size = len(json.dumps(out, sort_keys=True, allow_nan=False))
@@ -118,6 +121,8 @@ def _names(value: Any, where: str) -> frozenset[str]:
     for v in items:
         if not isinstance(v, str) or not v.strip():
             raise ValueError(f"{where}: expected non-empty strings, got {shown(v)}")
+        if len(v) > MAX_NAME_CHARS:
+            raise ValueError(f"{where}: a value of {len(v)} characters, more than {MAX_NAME_CHARS}")
     return frozenset(v.strip() for v in items)
 
 
