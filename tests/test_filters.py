@@ -144,6 +144,17 @@ def test_filters_cover_the_whole_range_of_top_k(seeded):
     assert {h.amu.amu_id for h in hits if h.views != ("raw",)} == matching
 
 
+def test_a_smaller_top_k_is_a_prefix_under_a_filter(seeded):
+    rng = random.Random(3)
+    for _ in range(10):
+        f = random_filter(rng)
+        query = f"{rng.choice(TOPICS)} {rng.choice(TOPICS)}"
+        big = seeded.search(query, "s", top_k=40, filters=f)
+        for k in (1, 7, 25):
+            assert [h.amu.amu_id for h in seeded.search(query, "s", top_k=k, filters=f)] == \
+                [h.amu.amu_id for h in big[:k]], (f, k)
+
+
 def test_empty_filter_is_no_filter(seeded):
     plain = seeded.retrieve("piano near the beach", "s", top_k=15)
     for empty in (None, {}, Filters(), {"metadata": {}}, Filters(metadata={})):
@@ -193,6 +204,21 @@ def test_filters_reach_context_and_answer(seeded):
     assert "Caro" in seeded.context("the novel", "s", top_k=5, filters=f)
     ans = seeded.answer("What about the novel?", "s", filters=f)
     assert ans.hits and all(h.speaker == "Caro" for hit in ans.hits for h in hit.source_turns)
+
+
+def test_current_version_is_brought_in_only_when_it_matches():
+    """`current_first` puts the newer version of a fact in front of the older one; under a filter
+    the newer one is brought in only if it matches (else the older stays, its link not followed)."""
+    mem = fast_memory()
+    mem.add([{"turn_id": "a", "session_id": "s1", "speaker": "Ana", "text": "I live in Chicago.",
+              "timestamp": "2023-01-01T10:00", "metadata": {"src": "old"}},
+             {"turn_id": "b", "session_id": "s2", "speaker": "Ana",
+              "text": "I moved to Milwaukee last month, I live in Milwaukee now.",
+              "timestamp": "2023-05-01T10:00", "metadata": {"src": "new"}}], space="x")
+    assert [(link.source, link.target) for link in mem.links("x")] == [("b#0", "a#0")]
+    assert mem.search("Where does Ana live?", "x", top_k=1)[0].source_turn_ids == ("b",)  # brought in
+    hits = mem.search("Where does Ana live?", "x", top_k=1, filters={"metadata": {"src": "old"}})
+    assert [h.source_turn_ids for h in hits] == [("a",)] and hits[0].metadata == {"src": "old"}
 
 
 # --- metadata in and out ---------------------------------------------------------------------

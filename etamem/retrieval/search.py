@@ -102,8 +102,8 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
     not yet extracted) is reported in the result, never processed here. `named`: the space's
     speakers the query names (`SpaceIndex.named_speakers`), for the dialogue-aware re-scoring
     (`dialogue_scoring`). `filters`: an `etamem.filters.UnitFilter` applied inside the search
-    (only matching units and raw turns are candidates; `SpaceIndex.search` widens and completes,
-    so `k` unit hits come back whenever that many units match).
+    (only matching units and raw turns are candidates; `SpaceIndex.search` widens and completes
+    up to the budget, so `k` unit hits come back whenever that many units match).
     """
     budget = max(k, cfg.route_budget)
     allowed = turn_allowed = None
@@ -111,7 +111,7 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
     if filters is not None:
         allowed = filters.slot_mask(index.ids, index.amu_of, turns.turn)
         turn_allowed = filters.turn_mask(turns.turns)
-        complete = min(k, int(allowed.sum()))
+        complete = min(budget, int(allowed.sum()))  # the budget, not k: a smaller k stays a prefix
     result = index.search(query, q_text, q_affect, budget, beam=cfg.beam_width, beta=cfg.bm25_weight,
                           routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
                           views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
