@@ -248,6 +248,30 @@ def test_metadata_is_stored_in_extra_and_carried_to_hits(tmp_path):
                     space="p")
 
 
+def test_metadata_through_the_ingest_reader(tmp_path):
+    """`etamem ingest --format chat` / `--format jsonl` lines carry metadata as `Memory.add` does;
+    a bad value is named by file and line (as `cmd_ingest` checks them)."""
+    import json
+
+    from etamem.datasets import read_conversations
+
+    good = tmp_path / "chat.jsonl"
+    good.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "I adopted a cat.", "id": "c1", "space": "u", "metadata": {"app": "web"}},
+        {"role": "assistant", "content": "A cat, lovely.", "id": "c2", "space": "u"}]) + "\n")
+    mem = fast_memory()
+    for conv in read_conversations(good, "chat"):
+        mem.check(conv.turns, space=conv.space, labels=conv.labels)
+        mem.add(conv.turns, space=conv.space)
+    assert [t.metadata for t in mem.turns("u")] == [{"app": "web"}, {}]
+    assert [h.metadata for h in mem.search("cat", "u", filters={"metadata": {"app": "web"}})][0] == {"app": "web"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"speaker": "Ana", "text": "hi", "metadata": {"tags": ["a"]}}) + "\n")
+    conv = next(read_conversations(bad, "jsonl"))
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: turn.metadata.tags"):
+        mem.check(conv.turns, space=conv.space, labels=conv.labels)
+
+
 def test_unit_metadata_merges_its_source_turns():
     from etamem.filters import unit_metadata
     from etamem.types import Turn
