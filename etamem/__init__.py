@@ -23,7 +23,11 @@ def __getattr__(name):  # lazy: keep `import etamem` cheap
         from .async_memory import AsyncMemory
 
         return AsyncMemory
+    if name == "Filters":
+        from .filters import Filters
+
+        return Filters
     raise AttributeError(f"module 'etamem' has no attribute {name!r}")
 
 
-__all__ = ["Memory", "AsyncMemory", "Config", "Turn", "AMU", "Hit", "Answer", "MemoryContext", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]
+__all__ = ["Memory", "AsyncMemory", "Filters", "Config", "Turn", "AMU", "Hit", "Answer", "MemoryContext", "StageCost", "UnknownIdError", "UnknownSpaceError", "__version__"]

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from .config import Config
+from .filters import Filters
 from .memory import Memory
 from .residency import ResidencyStats
 from .types import AMU, Answer, Hit, MemoryContext, SearchResult, Turn
@@ -105,31 +106,34 @@ class AsyncMemory:
 
     # --- reads --------------------------------------------------------------------
     async def search(self, query: str, space: str = "default", top_k: int | None = None,
-                     now: datetime | str | None = None) -> list[Hit]:
+                     now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None
+                     ) -> list[Hit]:
         """`Memory.search`: the best AMUs of the space for the query, best first."""
-        return await self._run(self.memory.search, query, space, top_k, now)
+        return await self._run(self.memory.search, query, space, top_k, now, filters=filters)
 
     async def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                        now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
-                       routing: str | None = None, fallback: bool = True, trace: bool = False) -> SearchResult:
+                       routing: str | None = None, fallback: bool = True, trace: bool = False,
+                       filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
         """`Memory.retrieve`: the hits with how they were found."""
         return await self._run(self.memory.retrieve, query, space, top_k=top_k, now=now, views=views,
-                               routing=routing, fallback=fallback, trace=trace)
+                               routing=routing, fallback=fallback, trace=trace, filters=filters)
 
     async def context(self, query: str, space: str = "default", *, top_k: int | None = None,
-                      now: datetime | str | None = None) -> str:
+                      now: datetime | str | None = None, filters: Filters | Mapping[str, Any] | None = None) -> str:
         """`Memory.context`: the prompt-ready memory for `query`."""
-        return await self._run(self.memory.context, query, space, top_k=top_k, now=now)
+        return await self._run(self.memory.context, query, space, top_k=top_k, now=now, filters=filters)
 
     async def context_packet(self, query: str, space: str = "default", *, top_k: int | None = None,
-                             now: datetime | str | None = None) -> MemoryContext:
+                             now: datetime | str | None = None,
+                             filters: Filters | Mapping[str, Any] | None = None) -> MemoryContext:
         """`Memory.context_packet`: `context`'s text with the hits it renders."""
-        return await self._run(self.memory.context_packet, query, space, top_k=top_k, now=now)
+        return await self._run(self.memory.context_packet, query, space, top_k=top_k, now=now, filters=filters)
 
     async def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
-                     top_k: int | None = None) -> Answer:
+                     top_k: int | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> Answer:
         """`Memory.answer`: an answer grounded in the space's memories."""
-        return await self._run(self.memory.answer, question, space, now, top_k)
+        return await self._run(self.memory.answer, question, space, now, top_k, filters=filters)
 
     async def with_raw_turns(self, question: str, hits: list[Hit], space: str = "default") -> list[Hit]:
         """`Memory.with_raw_turns`: `hits` with the space's best raw turns fused in."""

@@ -21,11 +21,16 @@ QUOTE_CHARS = 300  # a source message longer than this is cut with an ellipsis i
 
 
 def with_sources(hits: list[Hit], lookup: Callable[[Iterable[str]], dict[str, Turn]]) -> list[Hit]:
-    """`hits` with `source_turns` set, in `source_turn_ids` order; `lookup(ids)` -> {id: Turn}
-    (ids it cannot find are left out)."""
+    """`hits` with `source_turns` set, in `source_turn_ids` order, and `metadata` (theirs merged
+    in that order, `etamem.filters.unit_metadata`); `lookup(ids)` -> {id: Turn} (ids it cannot
+    find are left out)."""
     ids = list(dict.fromkeys(t for h in hits for t in h.source_turn_ids))
     found = lookup(ids) if ids else {}
-    return [replace(h, source_turns=tuple(found[t] for t in h.source_turn_ids if t in found)) for h in hits]
+    out = []
+    for h in hits:
+        turns = tuple(found[t] for t in h.source_turn_ids if t in found)
+        out.append(replace(h, source_turns=turns, metadata={k: v for t in turns for k, v in t.metadata.items()}))
+    return out
 
 
 def _quote(text: str) -> str:

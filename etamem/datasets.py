@@ -122,7 +122,7 @@ def _longmemeval_question(q: dict) -> Conversation:
 
 def read_jsonl(path: str | Path, item: str = "turn") -> Iterator[Conversation]:
     """JSONL, one turn per line: `session_id, speaker, text, timestamp`, optional `turn_id`,
-    `extra`, and `space` (default "default"); lines are grouped by space in file order. `item`
+    `extra`, `metadata` (`etamem.filters`), and `space` (default "default"); lines are grouped by space in file order. `item`
     names a line in errors (`talk.jsonl:3: turn.timestamp: ...`)."""
     path = Path(path)
     if not path.is_file():
@@ -156,7 +156,7 @@ def read_jsonl(path: str | Path, item: str = "turn") -> Iterator[Conversation]:
 
 def read_chat(path: str | Path) -> Iterator[Conversation]:
     """JSONL of chat messages, one per line, as `Memory.add` takes them (`role`, `content`,
-    optional `name`, `id`, `timestamp` or `created_at`, `session_id`) with an optional `space`
+    optional `name`, `id`, `timestamp` or `created_at`, `session_id`, `metadata`) with an optional `space`
     (default "default"); errors name the line (`chat.jsonl:3: message.content: ...`)."""
     return read_jsonl(path, item="message")
 

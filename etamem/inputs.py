@@ -1,7 +1,8 @@
 """Validation and normalisation of user input to `Memory` (all-or-nothing).
 
 Limits: a turn's text is at most `max_turn_chars` characters (Config, default 100,000), its
-`extra` at most that much as JSON; speaker, session_id and turn_id at most 200 characters.
+`extra` at most that much as JSON, its `metadata` flat and small (`etamem.filters.validate_metadata`;
+stored in `extra["metadata"]`); speaker, session_id and turn_id at most 200 characters.
 Control characters other than tab, newline and carriage return inside a turn's text or a query
 are replaced (`clean_text`: terminal escape sequences removed, others become U+FFFD), since
 real chat logs carry them; in speakers and ids they are refused. No field may hold a lone
@@ -17,11 +18,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .config import MAX_TURN_CHARS, shown
+from .filters import METADATA_KEY, validate_metadata
 from .messages import is_message, message_fields
 from .timeparse import parse_timestamp
 from .types import Turn
 
-_TURN_KEYS = {"session_id", "speaker", "text", "timestamp", "turn_id", "extra", "space"}
+_TURN_KEYS = {"session_id", "speaker", "text", "timestamp", "turn_id", "extra", "space", "metadata"}
 MAX_SPACE_CHARS = 128
 MAX_ID_CHARS = 200  # speaker, session_id, turn_id
 _BAD_TEXT_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")  # C0 but \t\n\r; surrogates
@@ -170,7 +172,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
     see the module doc.
 
     Items are `Turn`s, turn dicts (`speaker, text`, optional `session_id, timestamp, turn_id,
-    extra, space`) or chat messages (`role, content`, ...: see `etamem.messages`). A missing
+    extra, metadata, space`) or chat messages (`role, content`, ...: see `etamem.messages`). A missing
     timestamp is `now` (default: the time of the call, UTC); a missing session id comes from
     `sessions` (a `SessionClock`); a missing turn id is `t<seq>`, counting from `next_seq` in the
     order given. A turn whose id is in `known` (the stored turns by id) takes its missing
@@ -235,6 +237,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
         extra = fields.get("extra") or {}
         if not isinstance(extra, Mapping):
             raise ValueError(f"{where}.extra: expected a dict, got {type(extra).__name__}")
+        extra = with_metadata(extra, fields.get("metadata"), where)
         try:
             # as the store writes it; NaN and Infinity are not JSON (other readers refuse them)
             size = len(json.dumps(dict(extra), sort_keys=True, allow_nan=False))
@@ -251,6 +254,22 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
                                 timestamp=timestamp, space=space, extra=dict(extra)))
         batch.places.append(where)
     return batch
+
+
+def with_metadata(extra: Mapping[str, Any], metadata: Any, where: str) -> Mapping[str, Any]:
+    """`extra` with the checked `metadata` under "metadata" (`validate_metadata`; an empty one is
+    not stored); metadata already in `extra` is checked the same way. ValueError naming `where`
+    when both are given and differ."""
+    if metadata is None:
+        if METADATA_KEY not in extra:
+            return extra
+        meta = validate_metadata(extra[METADATA_KEY], f"{where}.extra.{METADATA_KEY}")
+    else:
+        meta = validate_metadata(metadata, f"{where}.metadata")
+        if METADATA_KEY in extra and extra[METADATA_KEY] != meta:
+            raise ValueError(f"{where}.metadata: differs from {where}.extra.{METADATA_KEY}; give one of them")
+    out = {k: v for k, v in extra.items() if k != METADATA_KEY}
+    return {**out, METADATA_KEY: meta} if meta else out
 
 
 def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, **kwargs: Any) -> list[Turn]:

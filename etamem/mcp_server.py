@@ -13,10 +13,15 @@ import os
 from typing import Union
 
 from . import tenancy
-from .server import MessageItem, TurnItem, hit_json, run_scoped, unit_json, version_json
+from .server import MessageItem, SearchFilters, TurnItem, hit_json, run_scoped, unit_json, version_json
 from .types import UnknownIdError
 
 API_KEY_ENV = "ETAMEM_API_KEY"
+
+
+def plain(filters: SearchFilters | None) -> dict | None:
+    """A tool's filters as the engine takes them (a dict of the fields given), or None."""
+    return None if filters is None else filters.model_dump(exclude_unset=True)
 
 
 def _mcp():
@@ -70,25 +75,30 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         """Store chat messages or dialogue turns in a space and extract memory units from them. A
         message: role, content, optional name, id (makes retries safe), timestamp, session_id. A
         turn: speaker, text, optional session_id, timestamp, turn_id (makes retries safe), extra.
-        Timestamps default to now, sessions to the space's open one."""
+        Either may carry metadata (a flat object that search filters match). Timestamps default to
+        now, sessions to the space's open one."""
         items = [t.model_dump(exclude_unset=True) for t in turns]  # plain dicts, as the engine takes them
         units = await engine("add", ctx, memory.add, items, space=space)
         return {"units": [unit_json(a) for a in units]}
 
     @server.tool()
     async def search_memory(space: str, query: str, ctx: Context, top_k: int | None = None,
-                            now: str | None = None) -> dict:
+                            now: str | None = None, filters: SearchFilters | None = None) -> dict:
         """The memory units of a space that best match the query, best first, each with its source
-        turns (the messages it was drawn from); `now` is the date the question is asked (for "last week")."""
-        result = await engine("search", ctx, memory.retrieve, query, space, top_k=top_k, now=now)
+        turns (the messages it was drawn from) and metadata; `now` is the date the question is asked
+        (for "last week"); `filters` keeps only units of these speakers / sessions / times / metadata
+        (top_k of them whenever that many match)."""
+        result = await engine("search", ctx, memory.retrieve, query, space, top_k=top_k, now=now,
+                              filters=plain(filters))
         return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns}
 
     @server.tool()
     async def get_context(space: str, query: str, ctx: Context, top_k: int | None = None,
-                          now: str | None = None) -> dict:
+                          now: str | None = None, filters: SearchFilters | None = None) -> dict:
         """A prompt-ready memory packet (facts with their dates) for the query, to put in a system
-        prompt; `now` is the date the question is asked."""
-        return {"context": await engine("context", ctx, memory.context, query, space, top_k=top_k, now=now)}
+        prompt; `now` is the date the question is asked; `filters` as for search_memory."""
+        return {"context": await engine("context", ctx, memory.context, query, space, top_k=top_k, now=now,
+                                        filters=plain(filters))}
 
     @server.tool()
     async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
@@ -105,9 +115,11 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
 
     @server.tool()
     async def answer(space: str, question: str, ctx: Context, now: str | None = None,
-                     top_k: int | None = None) -> dict:
-        """Answer a question from a space's memory, with the evidence used."""
-        ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k)
+                     top_k: int | None = None, filters: SearchFilters | None = None) -> dict:
+        """Answer a question from a space's memory, with the evidence used (only units `filters`
+        lets through, as for search_memory)."""
+        ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k,
+                           filters=plain(filters))
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
                 "evidence": [hit_json(h) for h in ans.hits[:5]]}
 

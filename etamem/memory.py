@@ -23,6 +23,7 @@ import numpy as np
 from . import derived, tenancy, writing
 from .context import with_sources
 from .engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
+from .filters import Filters, resolve_filters
 from .inputs import validate_query, validate_top_k
 from .live_space import LiveSpace
 from .store import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
@@ -225,13 +226,14 @@ class Memory(Engine):
         return len(units)
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
-               now: datetime | str | None = None) -> list[Hit]:
+               now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> list[Hit]:
         """Best AMUs of the space for the query, best first (see `retrieve`)."""
-        return self.retrieve(query, space, top_k=top_k, now=now).hits
+        return self.retrieve(query, space, top_k=top_k, now=now, filters=filters).hits
 
     def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                  now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
-                 routing: str | None = None, fallback: bool = True, trace: bool = False) -> SearchResult:
+                 routing: str | None = None, fallback: bool = True, trace: bool = False,
+                 filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
         """Entropy-routed hierarchical retrieval with its routing weights (see docs/design.md,
         'Query path').
 
@@ -244,6 +246,11 @@ class Memory(Engine):
         `fallback_fusion`). A read: turns still pending (see `flush`) are not processed, only
         counted in `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space
         with nothing stored yet gives an empty result (not an error).
+
+        `filters` (an `etamem.filters.Filters` or its dict form: speaker / role, session_id,
+        since, until, metadata) is applied inside the search: only matching units and raw turns
+        are candidates, so `top_k` hits come back whenever that many units match (see
+        docs/python-api.md, 'Metadata and filters'); ValueError naming the bad field.
         """
         query = validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
@@ -251,12 +258,13 @@ class Memory(Engine):
         if bad or not views:
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
+        unit_filter = resolve_filters(filters, self.config.default_timezone)
         name = self._name(space)
 
         def run() -> SearchResult:
             with self._scoped(name):
                 return self.method.search(self, query, space, k, when, views=views, routing=routing,
-                                          fallback=fallback, trace=trace)
+                                          fallback=fallback, trace=trace, filters=unit_filter)
 
         try:
             try:
@@ -274,11 +282,26 @@ class Memory(Engine):
             live.from_files = False  # its first search went well: later errors are not the files'
         hits = result.hits
         if self.config.current_first and hits:  # facts that changed: the current version first
-            from .currency import in_store
+            from .currency import current_first
 
-            hits = in_store(self.store, name, query, hits, windowed=result.window is not None,
-                            turn_units=lambda ids: self._turn_units(name, ids))
+            def links(ids: list[str]) -> list:  # under a filter, only versions it lets through
+                rows = self.store.unit_links(name, ids)
+                if unit_filter is None or not rows:
+                    return rows
+                passing = self._passing(name, unit_filter, [r[0] for r in rows])
+                return [r for r in rows if r[0] in passing]
+
+            hits = current_first(hits, query, links,
+                                 lambda ids: {a.amu_id: a for a in self.store.amus(name, amu_ids=ids)},
+                                 windowed=result.window is not None,
+                                 turn_units=lambda ids: self._turn_units(name, ids))
         return replace(result, hits=with_sources(hits, lambda ids: self._turns_by_id(space, ids)))
+
+    def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
+        """The ids among `unit_ids` of stored units that `unit_filter` lets through."""
+        units = self.store.amus(space, status=None, amu_ids=list(dict.fromkeys(unit_ids))) if unit_ids else []
+        turns = self._turns_by_id(space, list(dict.fromkeys(t for u in units for t in u.source_turn_ids)))
+        return {u.amu_id for u in units if unit_filter.unit(u, turns.get)}
 
     def _turn_units(self, space: str, turn_ids: list[str]) -> dict[str, list[str]]:
         """turn id -> ids of the units drawn from it (`LiveSpace.units_of_turns`; {} if not live)."""
@@ -314,17 +337,18 @@ class Memory(Engine):
         return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
-               top_k: int | None = None) -> Answer:
+               top_k: int | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> Answer:
         """Answer from memory: an LLM answer grounded in a context packet (evidence AMUs with
         dates and views, their source turns, Time summaries) when an LLM is configured, else
         the best evidence sentences with a note saying no LLM is configured. If the LLM says
-        the memories lack the answer, it is asked once more with raw turns added."""
+        the memories lack the answer, it is asked once more with raw turns added (those `filters`
+        lets through: the evidence is the filtered retrieval's, see `retrieve`)."""
         with self._scoped(self._name(space)):  # the answer's LLM cache entries belong to the space
-            return self._answer(question, space, now, top_k)
+            return self._answer(question, space, now, top_k, filters)
 
-    def _answer(self, question: str, space: str, now, top_k: int | None) -> Answer:
+    def _answer(self, question: str, space: str, now, top_k: int | None, filters=None) -> Answer:
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
-        result = self.retrieve(question, space=space, top_k=top_k, now=when)
+        result = self.retrieve(question, space=space, top_k=top_k, now=when, filters=filters)
         if not result.hits and not self.store.has_space(self._name(space)):
             return Answer("No memories found.", [], False, "nothing is stored in this space yet")
         return self.method.answer(self, question, self._known_space(space), result, when)
@@ -338,19 +362,21 @@ class Memory(Engine):
         return with_raw_turns(self, question, hits, space)
 
     def context(self, query: str, space: str = "default", *, top_k: int | None = None,
-                now: datetime | str | None = None) -> str:
+                now: datetime | str | None = None, filters: Filters | Mapping[str, Any] | None = None) -> str:
         """The prompt-ready memory an agent puts in its system prompt for `query`: the best
         `top_k` (default `Config.context_top_k`) memories, best first, each with the date it was
         said and its source message (`etamem.context.render_context`; FTA-Mem: its four-section
-        packet). A space with nothing stored yet renders as an empty memory."""
-        return self.context_packet(query, space, top_k=top_k, now=now).text
+        packet). A space with nothing stored yet renders as an empty memory. `filters`: as
+        `retrieve`'s."""
+        return self.context_packet(query, space, top_k=top_k, now=now, filters=filters).text
 
     def context_packet(self, query: str, space: str = "default", *, top_k: int | None = None,
-                       now: datetime | str | None = None) -> MemoryContext:
+                       now: datetime | str | None = None,
+                       filters: Filters | Mapping[str, Any] | None = None) -> MemoryContext:
         """`context`'s text with the hits it renders (one retrieval for both)."""
         k = self.config.context_top_k if top_k is None else validate_top_k(top_k)
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
-        hits = self.retrieve(query, space, top_k=k, now=when).hits
+        hits = self.retrieve(query, space, top_k=k, now=when, filters=filters).hits
         return MemoryContext(self.method.context(self, self._name(space), hits, when), hits)
 
     def warm(self) -> "Memory":

@@ -12,7 +12,7 @@ into the fields of a turn dict (see `etamem.inputs`):
 - `id` -> `turn_id`; `timestamp` or `created_at` (ISO 8601, the other forms of
   `etamem.timeparse`, or epoch seconds) -> `timestamp`;
 - `name` -> `extra["name"]` (the rule extractor writes it in place of the role), `tool_call_id`
-  -> `extra["tool_call_id"]`; `session_id`, `extra` and `space` as for turns;
+  -> `extra["tool_call_id"]`; `session_id`, `extra`, `metadata` and `space` as for turns;
 - OpenAI fields that carry no text (`type`, `tool_calls`, `function_call`, `refusal`, `audio`,
   `status`, `annotations`) are accepted and dropped. Any other key is an error.
 """
@@ -23,7 +23,8 @@ from typing import Any, Mapping
 
 from .config import shown
 
-MESSAGE_KEYS = frozenset({"role", "content", "name", "id", "timestamp", "created_at", "session_id", "extra", "space"})
+MESSAGE_KEYS = frozenset({"role", "content", "name", "id", "timestamp", "created_at", "session_id", "extra", "space",
+                          "metadata"})
 DROPPED_KEYS = frozenset({"type", "tool_calls", "tool_call_id", "function_call", "refusal", "audio", "status",
                           "annotations"})
 INSTRUCTION_ROLES = ("system", "developer")
@@ -104,4 +105,6 @@ def message_fields(item: Mapping[str, Any], where: str, *, keep_system: bool = F
               "timestamp": epoch_or_value(item.get(when_key), f"{where}.{when_key}"), "extra": extra}
     if item.get("space") is not None:
         fields["space"] = item["space"]
+    if item.get("metadata") is not None:
+        fields["metadata"] = item["metadata"]
     return fields

@@ -46,8 +46,11 @@ class Method(Protocol):
         `stored_kind` units ("amu", "fta", None: nothing recorded yet)."""
 
     def search(self, engine: Any, query: str, space: str, k: int, when: datetime | None, *,
-               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool) -> SearchResult:
-        """The `k` best hits of the space for `query` (the caller holds the space's cache scope)."""
+               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool,
+               filters: Any = None) -> SearchResult:
+        """The `k` best hits of the space for `query` (the caller holds the space's cache scope);
+        only units (and raw turns) that `filters` (an `etamem.filters.UnitFilter`, None: all)
+        lets through, `k` of them whenever that many match."""
 
     def answer(self, engine: Any, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
         """An answer from `result` (the retrieval for `question`)."""

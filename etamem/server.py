@@ -62,7 +62,7 @@ def turn_json(t: Turn) -> dict[str, Any]:
 def hit_json(h: Hit) -> dict[str, Any]:
     return {"unit": unit_json(h.amu), "score": h.score, "views": list(h.views),
             "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns],
-            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by)}
+            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by), "metadata": dict(h.metadata)}
 
 
 def version_json(unit: Any) -> dict[str, Any]:
@@ -89,6 +89,9 @@ class TurnItem(BaseModel):
                                                     "of the call (UTC)")
     turn_id: str | None = Field(None, description="give one to make retries safe (idempotent by id)")
     extra: dict[str, Any] | None = Field(None, description="any JSON object kept with the turn")
+    metadata: dict[str, str | int | float | bool | None] | None = Field(
+        None, description="a flat JSON object (str keys; str, number, bool or null values) that search filters "
+                          "can match; the turn's units carry it")
 
 
 class ContentPart(BaseModel):
@@ -116,6 +119,25 @@ class MessageItem(BaseModel):
     session_id: str | None = Field(None, description="default: the space's open session")
     tool_call_id: str | None = Field(None, description="kept in the turn's extra")
     extra: dict[str, Any] | None = Field(None, description="any JSON object kept with the turn")
+    metadata: dict[str, str | int | float | bool | None] | None = Field(
+        None, description="a flat JSON object (str keys; str, number, bool or null values) that search filters "
+                          "can match; the message's units carry it")
+
+
+class SearchFilters(BaseModel):
+    """What a search may return (`etamem.filters.Filters`): every field given must match; none
+    given is no filter. Applied inside retrieval: top_k hits come back whenever that many units
+    match."""
+
+    model_config = ConfigDict(extra="forbid", title="Filters")
+    speaker: str | list[str] | None = Field(None, description="the unit's speaker (a message's role), one or "
+                                                              "several; case does not matter")
+    role: str | list[str] | None = Field(None, description="the same filter as speaker (give one of them)")
+    session_id: str | list[str] | None = Field(None, description="one session id or several")
+    since: str | None = Field(None, description="ISO 8601: units said at or after this time")
+    until: str | None = Field(None, description="ISO 8601: units said before this time")
+    metadata: dict[str, str | int | float | bool | None] | None = Field(
+        None, description="every key must be in the unit's metadata (its source turns') with an equal value")
 
 
 def _an_object(value: Any) -> dict[str, Any]:
@@ -126,6 +148,16 @@ def _an_object(value: Any) -> dict[str, Any]:
 
 # An item as the HTTP route takes it: any JSON object, checked by the engine; documented as either shape.
 AddItem = Annotated[dict[str, Any], PlainValidator(_an_object, json_schema_input_type=Union[MessageItem, TurnItem])]
+
+
+def _filters_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("expected an object of filters (speaker, session_id, since, until, metadata)")
+    return value
+
+
+# Search filters as the routes take them: a JSON object checked by the engine (errors name `filters.<field>`).
+FiltersBody = Annotated[dict[str, Any], PlainValidator(_filters_object, json_schema_input_type=SearchFilters)]
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict:
@@ -422,22 +454,27 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.post("/v1/spaces/{space}/search")
     async def search(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
-                     now: str | None = Body(None), who: tenancy.Caller = Depends(caller)):
-        result = await engine("search", who, memory.retrieve, query, space, top_k=top_k, now=now)
+                     now: str | None = Body(None), filters: FiltersBody | None = Body(None),
+                     who: tenancy.Caller = Depends(caller)):
+        result = await engine("search", who, memory.retrieve, query, space, top_k=top_k, now=now, filters=filters)
         return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns,
                 "weights": result.weights}
 
     @app.post("/v1/spaces/{space}/answer")
     async def answer(space: str = SpaceName, question: str = Body(..., embed=True), top_k: int | None = Body(None),
-                     now: str | None = Body(None), who: tenancy.Caller = Depends(caller)):
-        ans = await engine("answer", who, memory.answer, question, space=space, now=now, top_k=top_k)
+                     now: str | None = Body(None), filters: FiltersBody | None = Body(None),
+                     who: tenancy.Caller = Depends(caller)):
+        ans = await engine("answer", who, memory.answer, question, space=space, now=now, top_k=top_k,
+                           filters=filters)
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
                 "hits": [hit_json(h) for h in ans.hits]}
 
     @app.post("/v1/spaces/{space}/context")
     async def context(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
-                      now: str | None = Body(None), who: tenancy.Caller = Depends(caller)):
-        packet = await engine("context", who, memory.context_packet, query, space, top_k=top_k, now=now)
+                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
+                      who: tenancy.Caller = Depends(caller)):
+        packet = await engine("context", who, memory.context_packet, query, space, top_k=top_k, now=now,
+                              filters=filters)
         return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
 
     @app.get("/v1/spaces/{space}/units")

@@ -25,7 +25,8 @@ class Turn:
     """One dialogue turn as stored (raw, before extraction).
 
     `timestamp` is timezone-aware; `turn_id` keeps dataset ids (LoCoMo `D1:3`) verbatim;
-    `extra` carries optional dataset fields (e.g. a photo caption) as plain JSON values.
+    `extra` carries optional dataset fields (e.g. a photo caption) as plain JSON values, and the
+    turn's `metadata` under the key "metadata" (see `etamem.filters`).
     """
 
     turn_id: str
@@ -35,6 +36,12 @@ class Turn:
     timestamp: datetime
     space: str = "default"
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The turn's metadata (`extra["metadata"]`; {} when none)."""
+        meta = self.extra.get("metadata") if self.extra else None
+        return dict(meta) if isinstance(meta, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,9 @@ class Hit:
     and (`source_turns`, filled by `Memory.retrieve` / `search` / `answer`) the stored turns
     themselves (speaker, time, text), in the order of `source_turn_ids`. `supersedes` /
     `superseded_by`: ids of the units this one replaces / that replace it (a fact that changed,
-    see `etamem.currency`); views `("current",)`: brought in as the current version of a hit."""
+    see `etamem.currency`); views `("current",)`: brought in as the current version of a hit.
+    `metadata`: the source turns' metadata merged in order (a later turn's value wins; filled
+    with `source_turns`, see `etamem.filters`)."""
 
     amu: AMU
     score: float
@@ -71,6 +80,7 @@ class Hit:
     source_turns: tuple[Turn, ...] = ()
     supersedes: tuple[str, ...] = ()
     superseded_by: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,7 @@ class SearchResult:
     confidence: float | None = None
     traces: dict[str, Any] = field(default_factory=dict)
     pending_turns: int = 0  # turns stored but not yet turned into units (`Memory.flush` does it)
+    filters: Any = None  # the `etamem.filters.UnitFilter` the search applied (None: none)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,52 @@ def test_tools_in_process_with_tenancy(memory):
     asyncio.run(refused(build_server(memory, stdio_key=None), "no key"))
 
 
+def test_search_filters_and_metadata_as_tool_arguments(memory):
+    """add_memory takes metadata (turns and messages); search_memory, get_context and answer take
+    `filters` (top_k matching hits whenever that many match); a bad filter is a tool error naming
+    the field."""
+    key, _ = tenancy.create_key(memory.store, ["alice"])
+    turns = [{"turn_id": f"f{i}", "session_id": f"w{i % 3}", "speaker": ["Ana", "Ben"][i % 2],
+              "text": f"Note {i}: the garden needs water and the cat needs food.",
+              "timestamp": f"2023-06-{i + 1:02d}T10:00", "metadata": {"channel": ["email", "chat"][i % 2], "n": i}}
+             for i in range(10)]
+    turns.append({"role": "user", "content": "The garden party is on Sunday.", "id": "m1",
+                  "timestamp": "2023-07-01T10:00", "metadata": {"channel": "sms"}})
+
+    async def session(server):
+        async with Client(server) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            for name in ("search_memory", "get_context", "answer"):
+                assert "filters" in tools[name].input_schema["properties"], name
+            payload(await c.call_tool("add_memory", {"space": "alice", "turns": turns}))
+            args = {"space": "alice", "query": "garden water cat", "top_k": 3,
+                    "filters": {"speaker": "ben", "metadata": {"channel": "chat"}}}
+            hits = payload(await c.call_tool("search_memory", args))["hits"]
+            assert len(hits) == 3 and all(h["unit"]["speaker"] == "Ben" and h["metadata"]["channel"] == "chat"
+                                          for h in hits)
+            hits = payload(await c.call_tool("search_memory", {"space": "alice", "query": "garden",
+                                                               "filters": {"role": "user"}}))["hits"]
+            assert hits and all(h["metadata"] == {"channel": "sms"} for h in hits)
+            hits = payload(await c.call_tool("search_memory", {
+                "space": "alice", "query": "garden", "top_k": 20,
+                "filters": {"since": "2023-06-03", "until": "2023-06-06"}}))["hits"]
+            assert {h["source_turn_ids"][0] for h in hits} == {"f2", "f3", "f4"}
+            text = payload(await c.call_tool("get_context", {"space": "alice", "query": "garden",
+                                                             "filters": {"metadata": {"n": 4}}}))["context"]
+            assert "Note 4" in text and "Note 5" not in text
+            ans = payload(await c.call_tool("answer", {"space": "alice", "question": "garden?",
+                                                       "filters": {"metadata": {"n": 6}}}))
+            assert ans["evidence"] and all(h["source_turn_ids"] == ["f6"] for h in ans["evidence"])
+            assert "filters.since" in error(await c.call_tool("search_memory", {
+                "space": "alice", "query": "garden", "filters": {"since": "soon"}}))
+            assert "filters" in error(await c.call_tool("search_memory", {
+                "space": "alice", "query": "garden", "filters": {"colour": "red"}}))
+            assert "metadata" in error(await c.call_tool("add_memory", {
+                "space": "alice", "turns": [dict(turns[0], turn_id="x", metadata={"a": {"b": 1}})]}))
+
+    asyncio.run(session(build_server(memory, stdio_key=key)))
+
+
 def _env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in ("ETAMEM_LLM_MODEL", "ETAMEM_ADMIN_KEY")}
     env.update(HF_HUB_OFFLINE="1", **extra)

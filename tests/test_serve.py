@@ -247,3 +247,49 @@ def test_a_lost_database_connection_is_a_503_to_retry(served, monkeypatch):
     r = client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(keys["alice"]))
     assert r.status_code == 503 and r.headers["Retry-After"] == "1"
     assert r.json()["error"]["code"] == "store_unavailable" and "Retry the request" in r.json()["error"]["message"]
+
+
+def test_search_filters_and_metadata(served):
+    """Metadata comes in with turns and messages and goes out on hits; `filters` on search,
+    context and answer keeps only matching units (top_k of them when that many match); bad
+    filters are 422 naming the field."""
+    client, mem, keys = served
+    h = auth(keys["alice"])
+    turns = [{"turn_id": f"f{i}", "session_id": f"w{i % 3}", "speaker": ["Ana", "Ben"][i % 2],
+              "text": f"Note {i}: the garden needs water and the cat needs food.",
+              "timestamp": f"2023-06-{i + 1:02d}T10:00", "metadata": {"channel": ["email", "chat"][i % 2], "n": i}}
+             for i in range(12)]
+    turns.append({"role": "user", "content": "The garden party is on Sunday.", "id": "m1", "session_id": "w9",
+                  "timestamp": "2023-07-01T10:00", "metadata": {"channel": "sms"}})
+    assert client.post("/v1/spaces/alice/turns", json={"turns": turns}, headers=h).status_code == 200
+    body = {"query": "garden water cat", "top_k": 4, "filters": {"speaker": "Ben", "metadata": {"channel": "chat"}}}
+    hits = client.post("/v1/spaces/alice/search", json=body, headers=h).json()["hits"]
+    assert len(hits) == 4 and all(x["unit"]["speaker"] == "Ben" and x["metadata"]["channel"] == "chat" for x in hits)
+    body = {"query": "garden", "top_k": 10, "filters": {"role": "user"}}
+    hits = client.post("/v1/spaces/alice/search", json=body, headers=h).json()["hits"]
+    assert hits and all(x["metadata"] == {"channel": "sms"} for x in hits)
+    body = {"query": "garden", "top_k": 20, "filters": {"session_id": ["w0", "w1"], "since": "2023-06-03",
+                                                        "until": "2023-06-08"}}
+    hits = client.post("/v1/spaces/alice/search", json=body, headers=h).json()["hits"]
+    want = {t["turn_id"] for t in turns[2:7] if t.get("session_id") in ("w0", "w1")}
+    assert {x["source_turn_ids"][0] for x in hits} == want
+    ctx = client.post("/v1/spaces/alice/context", json={"query": "garden", "filters": {"metadata": {"n": 5}}},
+                      headers=h).json()
+    assert [x["source_turn_ids"] for x in ctx["hits"]] == [["f5"]] and "Note 5" in ctx["context"]
+    ans = client.post("/v1/spaces/alice/answer", json={"question": "garden?", "filters": {"metadata": {"n": 7}}},
+                      headers=h).json()
+    assert ans["hits"] and all(x["source_turn_ids"] == ["f7"] for x in ans["hits"])
+    for bad, field in [({"since": "soon"}, "filters.since"), ({"colour": "red"}, "filters"),
+                       ({"metadata": {"a": [1]}}, "filters.metadata.a"), ("Ben", "filters")]:
+        r = client.post("/v1/spaces/alice/search", json={"query": "garden", "filters": bad}, headers=h)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, (bad, r.text)
+    r = client.post("/v1/spaces/alice/turns", json={"turns": [dict(turns[0], turn_id="x", metadata={"a": {"b": 1}})]},
+                    headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "turns[0].metadata.a", r.text
+    schema = client.get("/openapi.json").json()
+    parts = schema["components"]["schemas"]
+    for route in ("search", "answer", "context"):
+        assert parts[f"Body_{route}_v1_spaces__space__{route}_post"]["properties"]["filters"]["anyOf"][0] == {
+            "$ref": "#/components/schemas/SearchFilters"}
+    assert set(parts["SearchFilters"]["properties"]) == {"speaker", "role", "session_id", "since", "until", "metadata"}
+    assert "metadata" in parts["TurnItem"]["properties"] and "metadata" in parts["MessageItem"]["properties"]

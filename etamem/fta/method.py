@@ -36,7 +36,8 @@ class FTAMethod:
             raise ValueError(f"space {space!r} holds AMUs, not FTA units: search it with method='etamem'")
 
     def search(self, engine, query: str, space: str, k: int, when: datetime | None, *,
-               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool) -> SearchResult:
+               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool,
+               filters=None) -> SearchResult:
         from .packet import rewrite_query
         from .search import prepare_provisional, search_fta
 
@@ -49,7 +50,7 @@ class FTAMethod:
         pending = engine.store.count_pending(live.name)
         with live.rw.read(), blas_threads(config.blas_threads):
             return search_fta(live, engine.store, text, q_vec, k, config, now=when, polarity=polarity,
-                              trace=trace, pending=pending, provisional=provisional)
+                              trace=trace, pending=pending, provisional=provisional, filters=filters)
 
     def answer(self, engine, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
         from .search import answer_fta

@@ -82,6 +82,7 @@ class Provisional:
     units: list[FTAUnit] = field(default_factory=list)
     amus: list[AMU] = field(default_factory=list)
     vecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    turns: list[Turn] = field(default_factory=list)  # the turn of each unit (for filters)
 
 
 def provisional_turns(store, space: str) -> list[Turn]:
@@ -130,16 +131,18 @@ def prepare_provisional(store, space: str, tagger, encode: Callable[[list[str]],
                 source_turn_ids=(t.turn_id,), polarity=u.affect.label,
                 polarity_scores=tuple(float(x) for x in u.affect.scores), status=PROVISIONAL, space=t.space)
             for u, t in zip(units, turns)]
-    return Provisional(units, amus, vecs)
+    return Provisional(units, amus, vecs, list(turns))
 
 
 def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, now: datetime | None = None,
                polarity: str | None = None, trace: bool = False, pending: int = 0,
-               provisional: Provisional | None = None) -> SearchResult:
+               provisional: Provisional | None = None, filters=None) -> SearchResult:
     """The best `k` FTA units of the live space for `query` ((d,) float32 `q_vec`), then their
     linked neighbours (module doc). `provisional` (from `prepare_provisional`): the open
-    session's turns, ranked with the units; those a unit cites by now are left out. The caller
-    holds the space's read lock."""
+    session's turns, ranked with the units; those a unit cites by now are left out. `filters`
+    (an `etamem.filters.UnitFilter`): only the units and provisional turns it lets through are
+    pooled, ranked and brought in as neighbours, so `k` hits come back whenever that many match
+    (and pass `fta_tau`). The caller holds the space's read lock."""
     from .retrieval import expand_neighbours, lifecycle_order, query_features, rank
 
     space = live.name
@@ -147,6 +150,12 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     prov = provisional or Provisional()
     cited = live.index.units_of_turn
     keep = [i for i, u in enumerate(prov.units) if not cited.get(u.turn_ids[0])]
+    passes = None
+    if filters is not None:  # only the units (and provisional turns) the filter lets through
+        mask = filters.slot_mask(ids, live.index.amu_of, live.turns.turn)
+        ids, vecs, slots = [a for a, m in zip(ids, mask) if m], vecs[mask], slots[mask]
+        passes = set(ids)
+        keep = [i for i in keep if filters.turn(prov.turns[i])]
     if not ids and not keep:
         return SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
     q = np.asarray(q_vec, np.float32)
@@ -192,7 +201,7 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
         chosen = expand_neighbours([u for u in order if u not in made], _link_map(links), exclude=set(order))
         for u in order:
             other = chosen.get(u)
-            if other is not None and other in live.index.amu_of:
+            if other is not None and other in live.index.amu_of and (passes is None or other in passes):
                 amu = live.index.amu_of[other]
                 hits.append(Hit(amu, 0.0, ("fta-link",), amu.source_turn_ids))
     traces = {}

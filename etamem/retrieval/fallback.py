@@ -167,26 +167,31 @@ class TurnIndex:
             order.sort()
         return self
 
-    def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200) -> list[tuple[Turn, float]]:
-        """Top-k (turn, score), best first. qvec: (d,) float32 unit."""
-        found = [(self.turns[r.index], r.score) for r in self.index.search(qvec, query, k, beta=beta, pool=pool)]
+    def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200,
+               allowed: np.ndarray | None = None) -> list[tuple[Turn, float]]:
+        """Top-k (turn, score), best first. qvec: (d,) float32 unit. `allowed`: a bool mask over
+        the turn slots (`turns`): only those, each scored exactly (a filter, `etamem.filters`)."""
+        found = [(self.turns[r.index], r.score)
+                 for r in self.index.search(qvec, query, k, beta=beta, pool=pool, allowed=allowed)]
         return sorted(found, key=lambda ts: (-ts[1], self.arrival[ts[0].turn_id]))
 
 
-def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, cfg) -> tuple[float, list | None]:
+def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, cfg,
+               allowed: np.ndarray | None = None) -> tuple[float, list | None]:
     """Retrieval confidence in [-1, 1] (`cfg.fallback_confidence`) and, for "agreement", the raw
     turns it looked at (reused by the fallback). No hits -> -1.
 
     "score": the best hit's score. "agreement": |A ∩ R| / m with m = `fallback_agreement_k`,
     A the first m distinct source turns of the hits and R the raw-turn index's top m: two
-    independent retrievers that agree make the memory's answer trustworthy.
+    independent retrievers that agree make the memory's answer trustworthy. `allowed`: the
+    raw turns a filter lets through (a mask over turn slots, `TurnIndex.search`).
     """
     if not hits:
         return -1.0, None
     if cfg.fallback_confidence == "score":
         return float(hits[0].score), None
     m = cfg.fallback_agreement_k
-    found = turns.search(q_text, query, max(m, cfg.fallback_turns), beta=cfg.bm25_weight)
+    found = turns.search(q_text, query, max(m, cfg.fallback_turns), beta=cfg.bm25_weight, allowed=allowed)
     mine: list[str] = []
     for h in hits:
         mine.extend(t for t in h.source_turn_ids if t not in mine)
@@ -197,12 +202,13 @@ def confidence(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray
 
 
 def with_fallback(hits: list[Hit], turns: TurnIndex, query: str, q_text: np.ndarray, k: int, cfg, space: str,
-                  found: list | None = None) -> list[Hit]:
-    """Bring in the best `fallback_turns` raw turns (`found`, searched if not given): fused with
-    the hits by reciprocal rank (`fallback_fusion="rrf"`: a turn already covered by a hit
-    strengthens that hit) or merged by score (`"score"`: only uncovered turns are added)."""
+                  found: list | None = None, allowed: np.ndarray | None = None) -> list[Hit]:
+    """Bring in the best `fallback_turns` raw turns (`found`, searched if not given; among the
+    `allowed` turn slots when given): fused with the hits by reciprocal rank (`fallback_fusion="rrf"`:
+    a turn already covered by a hit strengthens that hit) or merged by score (`"score"`: only
+    uncovered turns are added)."""
     if found is None:
-        found = turns.search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight)
+        found = turns.search(q_text, query, cfg.fallback_turns, beta=cfg.bm25_weight, allowed=allowed)
     found = found[:cfg.fallback_turns]
     by_id = {turn.turn_id: (turn, score) for turn, score in found}
 

@@ -89,21 +89,28 @@ class FlatHybridIndex:
         return self._bm25.scores_all(query_text)
 
     def search(self, query_vec: np.ndarray, query_text: str, k: int, *, beta: float = 0.1,
-               pool: int = 200) -> list[FlatResult]:
-        """Top-k slots by (1 - beta) * cos + beta * BM25n; ties by slot. query_vec: (d,) float32 unit."""
+               pool: int = 200, allowed: np.ndarray | None = None) -> list[FlatResult]:
+        """Top-k slots by (1 - beta) * cos + beta * BM25n; ties by slot. query_vec: (d,) float32 unit.
+        `allowed`: a bool mask over slots (live ones only); then every allowed slot is scored
+        exactly (no pool) and only they are returned."""
         n = self.n
         if not n or k <= 0:
             return []
         q = np.asarray(query_vec, np.float32).reshape(-1)
-        pool = min(max(pool, k), n)
-        candidates = set(self._dense.search(q, pool)[1])
         bm25_norm = max_normalise(self.bm25_scores(query_text))
-        if beta > 0:
-            positive = np.flatnonzero(bm25_norm > 0)
-            if positive.size > pool:
-                positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
-            candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
-        cand = np.fromiter(sorted(candidates), dtype=np.int64)
+        if allowed is not None:
+            cand = np.flatnonzero(np.asarray(allowed, bool))
+        else:
+            pool = min(max(pool, k), n)
+            candidates = set(self._dense.search(q, pool)[1])
+            if beta > 0:
+                positive = np.flatnonzero(bm25_norm > 0)
+                if positive.size > pool:
+                    positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
+                candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
+            cand = np.fromiter(sorted(candidates), dtype=np.int64)
+        if not len(cand):
+            return []
         cos = self._dense.rows(cand.tolist()) @ q
         score = (1.0 - beta) * cos + beta * bm25_norm[cand]
         order = np.lexsort((cand, -score))[:k]

@@ -27,7 +27,8 @@ class ViewsMethod:
                              "(or units='fta' for ETAMem's views over them)")
 
     def search(self, engine, query: str, space: str, k: int, when: datetime | None, *,
-               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool) -> SearchResult:
+               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool,
+               filters=None) -> SearchResult:
         from . import query_vector, search_space
 
         live = engine._readable_space(space)
@@ -43,7 +44,7 @@ class ViewsMethod:
         with live.rw.read(), blas_threads(engine.config.blas_threads):
             return search_space(live.index, live.turns, query, q_text, q_affect, k, engine.config, live.name,
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
-                                pending=pending, named=named)
+                                pending=pending, named=named, filters=filters)
 
     def answer(self, engine, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
         """The evidence answer (an LLM's when one is configured); asked again with raw turns
@@ -52,7 +53,7 @@ class ViewsMethod:
 
         ans = self._compose(engine, question, space, result.hits, when)
         if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
-            hits = with_raw_turns(engine, question, result.hits, space)
+            hits = with_raw_turns(engine, question, result.hits, space, result.filters)
             retry = self._compose(engine, question, space, hits, when)
             cost = {k: ans.cost.get(k, StageCost()) + retry.cost.get(k, StageCost())
                     for k in set(ans.cost) | set(retry.cost)}
@@ -72,16 +73,19 @@ class ViewsMethod:
                               time_summaries=time_summaries(engine, space, hits))
 
 
-def with_raw_turns(engine, question: str, hits: list[Hit], space: str) -> list[Hit]:
+def with_raw_turns(engine, question: str, hits: list[Hit], space: str, filters=None) -> list[Hit]:
     """`hits` (as many) with the space's best raw turns fused in by the fallback policy
-    (`fallback_fusion`), whatever the confidence."""
+    (`fallback_fusion`), whatever the confidence; only turns `filters` (an
+    `etamem.filters.UnitFilter`) lets through when given."""
     from . import with_fallback
 
     live = engine._space(engine._known_space(space))
     with engine._scoped(live.name):
         q_text = engine._encode_query(question)  # models run outside the space's locks
     with live.rw.read():
-        fused = with_fallback(hits, live.turns, question, q_text, len(hits), engine.config, live.name)
+        allowed = None if filters is None else filters.turn_mask(live.turns.turns)
+        fused = with_fallback(hits, live.turns, question, q_text, len(hits), engine.config, live.name,
+                              allowed=allowed)
     return with_sources(fused, lambda ids: engine._turns_by_id(live.name, ids))
 
 

@@ -31,6 +31,7 @@ from .temporal import TimeWindow, is_when_question, parse_time_window
 from .vector_index import VectorIndex
 
 SEMANTIC = ("event", "affect")
+WIDEN = 4  # a filtered search short of units searches its beams this many times wider
 VIEWS = ("event", "affect", "time")
 # an AMU "has a date" for "when" questions if its own text carries a time word (cheap scan)
 TIME_WORDS = re.compile(
@@ -39,6 +40,11 @@ TIME_WORDS = re.compile(
     r"january|february|april|june|july|august|september|october|november|december|"
     r"(?:in|since) (?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))\b",
     re.IGNORECASE)
+
+
+def _distinct(found: dict[str, list[Scored]]) -> int:
+    """How many distinct units the views' lists hold."""
+    return len({s.key for hits in found.values() for s in hits})
 
 
 def amu_search_text(amu: AMU) -> str:
@@ -420,7 +426,8 @@ class SpaceIndex:
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
                context_share: float = 0.0, dialogue: DialogueScoring | None = None,
-               flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000) -> RetrievalResult:
+               flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000,
+               allowed: np.ndarray | None = None, complete: int = 0) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
@@ -430,7 +437,13 @@ class SpaceIndex:
         the candidates beside the views' beams (view "flat" when no view found them), so what the hierarchy
         pruned can still be ranked (exact up to `flat_exact_max` units, see `flat_candidates`). `lexical`: how BM25 is put on [0, 1] — "minmax" over the
         candidates compared, or "ceiling" (`lexical.share_of_ceiling`: the share of the query's
-        BM25 ceiling in each index, so a weak best match stays weak)."""
+        BM25 ceiling in each index, so a weak best match stays weak).
+
+        `allowed`: a bool mask over the unit slots (a filter, `etamem.filters`): only those units
+        are candidates (beam members, flat candidates, replies). When the views then find fewer
+        than `complete` units, the beams are searched again `WIDEN` times wider, and if that is
+        still short the best allowed units of an exact scan (`exact_hybrid`) join the candidates,
+        so `complete` units come back whenever that many are allowed."""
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
         sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
@@ -440,26 +453,42 @@ class SpaceIndex:
         norms = {v: self.lexical_normaliser(lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
         amu_norm = self.lexical_normaliser(lexical, self.amu_lex, q_amus)
         forest = self.views.time
-        found: dict[str, list[Scored]] = {}
         traces: dict[str, ViewTrace] = {}
-        for v in views:
-            h = self.hierarchies[v]
-            if v == "time" and window is not None and window.kind not in ("first", "latest"):
-                inside = {key for key, node in forest.nodes.items()
-                          if node.level == "session" and node.start < window.end and node.end >= window.start}
-                if inside:
-                    h = HierarchyView(**{**h.__dict__, "leaf_filter": inside.__contains__})
-            bt = BeamTrace() if trace else None
-            found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=beam, k=plan.budgets.get(v, 0), beta=beta,
-                                   trace=bt, context=context, context_share=context_share, node_norm=norms[v],
-                                   amu_norm=amu_norm) \
-                if plan.budgets.get(v, 0) else []
-            if trace:
-                traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
-                                      bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
-        if flat > 0:
-            found["flat"] = self.flat_candidates(q_text, flat, flat_exact_max)
-        found = self.with_replies(found, dialogue)
+
+        def beams(width: int) -> dict[str, list[Scored]]:
+            found: dict[str, list[Scored]] = {}
+            for v in views:
+                h = self.hierarchies[v]
+                if v == "time" and window is not None and window.kind not in ("first", "latest"):
+                    inside = {key for key, node in forest.nodes.items()
+                              if node.level == "session" and node.start < window.end and node.end >= window.start}
+                    if inside:
+                        h = HierarchyView(**{**h.__dict__, "leaf_filter": inside.__contains__})
+                if allowed is not None:  # a filter: only the allowed members of a leaf are scored
+                    h = HierarchyView(**{**h.__dict__, "members": lambda n, m=h.members: [
+                        r for r in m(n) if allowed[r]]})
+                bt = BeamTrace() if trace else None
+                found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=width, k=plan.budgets.get(v, 0),
+                                       beta=beta, trace=bt, context=context, context_share=context_share,
+                                       node_norm=norms[v], amu_norm=amu_norm) \
+                    if plan.budgets.get(v, 0) else []
+                if trace:
+                    traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
+                                          bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
+            if flat > 0:
+                found["flat"] = self.flat_candidates(q_text, flat, flat_exact_max, allowed=allowed)
+            found = self.with_replies(found, dialogue)
+            if allowed is not None:  # replies of allowed units may not be allowed
+                found = {v: [s for s in hits if allowed[self.row_of[s.key]]] for v, hits in found.items()}
+            return found
+
+        found = beams(beam)
+        if allowed is not None and complete > 0 and _distinct(found) < complete:
+            found = beams(beam * WIDEN)  # widen: the allowed units may sit in leaves the beam pruned
+            if _distinct(found) < complete:  # complete from an exact scan over the allowed units
+                have = {s.key for hits in found.values() for s in hits}
+                found["flat"] = found.get("flat", []) + [
+                    s for s in self.exact_hybrid(q_text, q_amus, complete, allowed, beta) if s.key not in have]
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
                              context_share, dialogue, amu_norm)
         return RetrievalResult(ranked, plan, window, traces)
@@ -474,14 +503,19 @@ class SpaceIndex:
         ceiling = lex.ceiling(q_ids)
         return lambda raw: share_of_ceiling(raw, ceiling)
 
-    def flat_candidates(self, q_text: np.ndarray, n: int, exact_max: int = 20_000, leaves: int = 64) -> list[Scored]:
+    def flat_candidates(self, q_text: np.ndarray, n: int, exact_max: int = 20_000, leaves: int = 64,
+                        allowed: np.ndarray | None = None) -> list[Scored]:
         """The `n` units nearest the query by cosine (q_text: (d_t,) float32 unit), best first:
         `exact_candidates` over every active unit up to `exact_max` of them; above, the same
         product over the members of the Event view's `leaves` best leaves and of the Time view's
         best sessions with at most 256 units, by centroid (their routing indexes: exact or HNSW),
         so the cost stays about logarithmic in the units (non-neutral units in big sessions are
-        then left to the views' beams)."""
-        if len(self.row_of) <= exact_max:
+        then left to the views' beams). `allowed`: a bool mask over slots; only those units."""
+        if allowed is not None:
+            count = int(allowed[: self.rows.n].sum())
+            if count <= exact_max:
+                return self.exact_candidates(q_text, n, np.flatnonzero(allowed[: self.rows.n]))
+        if allowed is None and len(self.row_of) <= exact_max:
             return self.exact_candidates(q_text, n)
         rows: set[int] = set()
         tree = self.views.event
@@ -491,7 +525,26 @@ class SpaceIndex:
         for key in self.routing["time"].search(q_text, leaves)[1] if len(self.routing["time"]) else []:
             if len(forest.nodes[key].members) <= 256:  # a big session is the Event leaves' to cover
                 rows.update(self._members(forest.nodes[key].members))
+        if allowed is not None:
+            rows = {r for r in rows if allowed[r]}
         return self.exact_candidates(q_text, n, np.fromiter(sorted(rows), np.int64, len(rows)))
+
+    def exact_hybrid(self, q_text: np.ndarray, q_amus: np.ndarray, n: int, allowed: np.ndarray,
+                     beta: float) -> list[Scored]:
+        """The `n` best allowed units (bool mask over slots) by an exact scan, scored as the flat
+        path scores (`flat.FlatHybridIndex`): (1 - beta) * cos + beta * BM25 / the best BM25 among
+        them; best first, ties by unit id. O(allowed * d) per call."""
+        rows = np.flatnonzero(allowed[: self.rows.n] & self.rows["alive"][: self.rows.n])
+        if n <= 0 or not len(rows):
+            return []
+        cos = self.rows["text"][rows] @ q_text
+        bm = np.asarray(self.amu_lex.scores_for(rows, q_amus), np.float32) if beta > 0 else np.zeros(len(rows))
+        top = float(bm.max()) if len(bm) else 0.0
+        bm = bm / top if top > 0 else np.zeros_like(bm)
+        score = (1.0 - beta) * cos + beta * bm
+        ids = [self.ids[r] for r in rows.tolist()]
+        order = np.lexsort((np.array(ids), -score))[:n]
+        return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order.tolist()]
 
     def exact_candidates(self, q_text: np.ndarray, n: int, rows: np.ndarray | None = None) -> list[Scored]:
         """The `n` active units nearest the query by exact cosine over their text vectors

@@ -91,7 +91,7 @@ def turn_diverse(hits: list[Hit]) -> list[Hit]:
 def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
                  cfg, space: str, *, now: datetime | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
-                 pending: int = 0, named: tuple[str, ...] = ()) -> SearchResult:
+                 pending: int = 0, named: tuple[str, ...] = (), filters=None) -> SearchResult:
     """Best `k` hits for the query (q_text: (d_t,), q_affect: (d_a,) float32 unit vectors).
 
     A budget of max(k, `cfg.route_budget`) units is shared across `views` by `routing` (default
@@ -101,31 +101,39 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
     to the budget), so a smaller `k` gives a prefix of a larger one. `pending` (turns stored but
     not yet extracted) is reported in the result, never processed here. `named`: the space's
     speakers the query names (`SpaceIndex.named_speakers`), for the dialogue-aware re-scoring
-    (`dialogue_scoring`).
+    (`dialogue_scoring`). `filters`: an `etamem.filters.UnitFilter` applied inside the search
+    (only matching units and raw turns are candidates; `SpaceIndex.search` widens and completes
+    up to the budget, so `k` unit hits come back whenever that many units match).
     """
     budget = max(k, cfg.route_budget)
+    allowed = turn_allowed = None
+    complete = 0
+    if filters is not None:
+        allowed = filters.slot_mask(index.ids, index.amu_of, turns.turn)
+        turn_allowed = filters.turn_mask(turns.turns)
+        complete = min(budget, int(allowed.sum()))  # the budget, not k: a smaller k stays a prefix
     result = index.search(query, q_text, q_affect, budget, beam=cfg.beam_width, beta=cfg.bm25_weight,
                           routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
                           views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
                           trace=trace, context=turn_context(index, turns, query, q_text, cfg),
                           context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg),
                           flat=cfg.flat_candidates, lexical=cfg.bm25_norm,
-                          flat_exact_max=cfg.flat_exact_max)
+                          flat_exact_max=cfg.flat_exact_max, allowed=allowed, complete=complete)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked]
     hits = (turn_diverse(hits) if cfg.turn_diverse else hits)[:budget]
     used, conf = False, None
     if fallback:
-        conf, found = confidence(hits, turns, query, q_text, cfg)
+        conf, found = confidence(hits, turns, query, q_text, cfg, allowed=turn_allowed)
         used = conf < cfg.fallback_threshold
         if used:  # turn_diverse: every raw turn kept until the hits are diversified, then the cut
             cut = budget + cfg.fallback_turns if cfg.turn_diverse else budget
-            hits = with_fallback(hits, turns, query, q_text, cut, cfg, space, found)
+            hits = with_fallback(hits, turns, query, q_text, cut, cfg, space, found, allowed=turn_allowed)
             if cfg.turn_diverse:
                 hits = turn_diverse(hits)[:budget]
     hits = hits[:k]
     window = None if result.window is None else (result.window.start, result.window.end)
     return SearchResult(hits=hits, weights=result.routing.weights, budgets=result.routing.budgets,
                         entropies=result.routing.entropies, window=window, fallback_used=used, confidence=conf,
-                        traces=result.traces, pending_turns=pending)
+                        traces=result.traces, pending_turns=pending, filters=filters)
