@@ -97,8 +97,11 @@ class Config:
     top_k: int = 20
     # units routed across the views and searched per query; a search for top_k = k returns the first
     # k of them, so search(top_k=k) is a prefix of search(top_k=K) for k < K <= route_budget
-    route_budget: int = 80
-    beam_width: int = 10
+    # 200 / 30 since 2026-12-03 (docs/benchmarks.md, 'Beyond LoCoMo'): chosen on PrefEval's dev part
+    # (R@5 +5.6 points over 80 / 10), confirmed on LoCoMo-Plus (+1.6), level on LoCoMo; ~1.2-2.5x the
+    # engine's query time
+    route_budget: int = 200
+    beam_width: int = 30
     bm25_stemmer: str = "english"  # BM25 tokens stemmed (Snowball English, PyStemmer) | "none" (other languages)
     bm25_weight: float = 0.1  # beta in (1 - beta) * cos + beta * BM25n (the paper: 0.1; docs/benchmarks.md)
     routing: str = "entropy"  # "entropy" | "mean"
