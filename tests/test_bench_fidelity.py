@@ -75,7 +75,7 @@ def test_budget_mode_routes_exactly_k_units(tmp_path, slice_file, models, stores
     assert (settings["mode"], settings["budget"], settings["pool"], settings["qa_turns"]) == ("budget", 5, 5, 5)
     assert budget["settings"]["mode"] == "budget" and pool["settings"]["mode"] == "pool"
     # ETAMem's retrieval is called with top_k = K: the routed budgets add up to K (pool: to the pool)
-    for out, total in ((tmp_path / "budget", 5), (tmp_path / "pool", 80)):
+    for out, total in ((tmp_path / "budget", 5), (tmp_path / "pool", max(80, Config().route_budget))):
         eta = [r for r in _records(out, "retrieval") if r["system"] == "etamem"]
         assert len(eta) == len(scored) and all(sum(r["routing"]["budgets"].values()) == total for r in eta)
     # flat baselines return K units too: recall at any k >= K is recall over the first K turns
@@ -185,7 +185,7 @@ def test_routing_weights_recorded_averaged_and_plotted(tmp_path, slice_file, mod
             continue
         w, b = r["routing"]["weights"], r["routing"]["budgets"]
         assert set(w) == set(BY_KEY[r["system"]].views) and sum(w.values()) == pytest.approx(1.0)
-        assert sum(b.values()) == 80
+        assert sum(b.values()) == max(80, Config().route_budget)
         if r["system"] == "mean-routing":
             assert w == pytest.approx({"event": 1 / 3, "affect": 1 / 3, "time": 1 / 3})
     eta = [r for r in records if r["system"] == "etamem"]

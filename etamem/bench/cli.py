@@ -11,7 +11,7 @@ EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unifi
   no-fallback event-only affect-only time-only event+affect event+time affect+time
   mean-routing no-bm25 shared-text shared-affect unified-semantic unified-affective etamem-rrf
   previous-defaults no-flat-candidates no-context-impute long-turns-40 no-context turn-context-only no-dialogue
-  no-speaker-boost no-self-boost bm25-ceiling wide-beam
+  no-speaker-boost no-self-boost bm25-ceiling wide-beam narrow-beam
   fta fta-fixed-window fta-session fta-turn-pair fta-no-links fta-no-cue fta-no-bm25
   fta-flat-packet etamem-over-fta
   (group unified: unified-semantic unified-affective time-only, the paper's Table 5;

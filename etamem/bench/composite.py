@@ -55,10 +55,13 @@ class SplitIndex:
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context=None,
                context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax",
-               flat_exact_max: int = 20_000) -> RetrievalResult:
+               flat_exact_max: int = 20_000, allowed=None, complete: int = 0) -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
         (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
-        exact candidates come from the base store's text vectors)."""
+        exact candidates come from the base store's text vectors). Filters (`allowed`, `complete`)
+        are not supported by these ablation systems: ValueError."""
+        if allowed is not None or complete:
+            raise ValueError("filters: the bench's split-store systems search without filters")
         source = {v: self.semantic if v in SEMANTIC_VIEWS else self.base for v in views}
         qv = {v: q_affect if v in SEMANTIC_VIEWS else q_text for v in views}
         sims = {v: top_similarities(source[v].routing[v], qv[v], top=routing_candidates) for v in views}
