@@ -1,13 +1,15 @@
 """Per-conversation recall of one system in two `etamem bench` runs (is a gain the same everywhere?)
 
     python -m benchmarks.compare_runs BEFORE_DIR AFTER_DIR [--systems etamem no-fallback] [--k 20]
+        [--metric recall]
 
 BEFORE_DIR / AFTER_DIR: `--out` folders of `etamem bench` (their `results.jsonl`), e.g. the same
 stores searched with `--set` turning a change off and with the defaults. Prints, per system, the
 mean recall@k per space (conversation) in both runs and the difference, and how many spaces
 gained, then the overall difference with its 95% paired bootstrap interval (questions resampled,
 `--resamples` times, seeded) and how many questions went up or down. Retrieval rows only; a
-question is counted where both runs have it.
+question is counted where both runs have it. `--metric`: the row's metric before `@k` (`recall`;
+LoCoMo-Plus `recall_any`).
 """
 from __future__ import annotations
 
@@ -21,20 +23,20 @@ import numpy as np
 from etamem.bench.metrics import bootstrap_interval
 
 
-def recalls(folder: str | Path, system: str, k: int) -> dict[str, dict[str, float]]:
-    """space -> qid -> recall@k of `system` in the run's results.jsonl."""
+def recalls(folder: str | Path, system: str, k: int, metric: str = "recall") -> dict[str, dict[str, float]]:
+    """space -> qid -> `metric`@k of `system` in the run's results.jsonl."""
     out: dict[str, dict[str, float]] = defaultdict(dict)
     with open(Path(folder) / "results.jsonl", encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
-            if row.get("type") == "retrieval" and row.get("system") == system:
-                out[row["space"]][row["qid"]] = float(row["metrics"][f"recall@{k}"])
+            if row.get("type") == "retrieval" and row.get("system") == system and f"{metric}@{k}" in row["metrics"]:
+                out[row["space"]][row["qid"]] = float(row["metrics"][f"{metric}@{k}"])
     return out
 
 
-def compare(before: str, after: str, system: str, k: int = 20) -> list[dict]:
-    """One row per space: questions, mean recall@k before and after (questions in both runs)."""
-    a, b = recalls(before, system, k), recalls(after, system, k)
+def compare(before: str, after: str, system: str, k: int = 20, metric: str = "recall") -> list[dict]:
+    """One row per space: questions, mean `metric`@k before and after (questions in both runs)."""
+    a, b = recalls(before, system, k, metric), recalls(after, system, k, metric)
     rows = []
     for space in sorted(set(a) & set(b)):
         qids = sorted(set(a[space]) & set(b[space]))
@@ -46,11 +48,11 @@ def compare(before: str, after: str, system: str, k: int = 20) -> list[dict]:
 
 
 def paired_interval(before: str, after: str, system: str, k: int = 20, resamples: int = 5000,
-                    seed: int = 0) -> dict:
+                    seed: int = 0, metric: str = "recall") -> dict:
     """Mean recall@k difference (after - before) over the questions in both runs, its 95%
     percentile bootstrap interval (questions resampled with replacement) and the counts of
     questions whose recall went up / down."""
-    a, b = recalls(before, system, k), recalls(after, system, k)
+    a, b = recalls(before, system, k, metric), recalls(after, system, k, metric)
     pairs = [(a[s][q], b[s][q]) for s in set(a) & set(b) for q in sorted(set(a[s]) & set(b[s]))]
     diff = np.array([y - x for x, y in pairs], np.float64)
     if not diff.size:
@@ -66,19 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after")
     ap.add_argument("--systems", nargs="+", default=["etamem", "no-fallback"])
     ap.add_argument("--k", type=int, default=20)
+    ap.add_argument("--metric", default="recall", help="metric name before @k (LoCoMo-Plus: recall_any)")
     ap.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples of the questions")
     args = ap.parse_args(argv)
     for system in args.systems:
-        rows = compare(args.before, args.after, system, args.k)
+        rows = compare(args.before, args.after, system, args.k, args.metric)
         if not rows:
             print(f"{system}: no common questions")
             continue
-        print(f"\n{system}: recall@{args.k} per space\n\n| space | questions | before | after | difference |\n|---|---|---|---|---|")
+        print(f"\n{system}: {args.metric}@{args.k} per space\n\n| space | questions | before | after | difference |\n|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['space']} | {r['questions']} | {r['before']:.3f} | {r['after']:.3f} | "
                   f"{100 * (r['after'] - r['before']):+.1f} |")
         print(f"\n{sum(r['after'] > r['before'] for r in rows)} of {len(rows)} spaces gained")
-        d = paired_interval(args.before, args.after, system, args.k, args.resamples)
+        d = paired_interval(args.before, args.after, system, args.k, args.resamples, metric=args.metric)
         print(f"overall: {100 * d['difference']:+.2f} points over {d['questions']} questions, 95% paired bootstrap "
               f"interval [{100 * d['low']:+.2f}, {100 * d['high']:+.2f}]; {d['up']} up, {d['down']} down")
     return 0

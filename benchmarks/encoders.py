@@ -1,11 +1,13 @@
 """Text encoder variants side by side: fp32 all-MiniLM-L6-v2 (`minilm`, the default) against
-its int8 ONNX Runtime version (`minilm-int8`, etamem/onnx_encoder.py), in one run.
+its int8 ONNX Runtime version (`minilm-int8`, etamem/onnx_encoder.py) and, with `--encoders ... mpnet`,
+all-mpnet-base-v2 (`mpnet`, etamem/mpnet_encoder.py, from $ETAMEM_MPNET_DIR), in one run.
 
-    python -m benchmarks.encoders [LOCOMO_JSON] [--turns 2000] [--single 200] [--rounds 3] [--out FILE.json]
+    python -m benchmarks.encoders [LOCOMO_JSON] [--encoders fp32 int8 mpnet] [--turns 2000] [--single 200]
+        [--rounds 3] [--out FILE.json]
 
 Speed: load time (the int8 export cached beforehand), one text at a time (p50 / p95 over
 `--single` LoCoMo turns, the encoders interleaved text by text) and batches of 32 and 256 turns
-(texts/s, best of `--rounds`, interleaved). Agreement over the first `--turns` turns of the file:
+(texts/s, best of `--rounds`, interleaved). Agreement (fp32 and int8 both run) over the first `--turns` turns of the file:
 mean / min cosine between the two encoders' vectors of the same text, and for every LoCoMo
 question (its conversation's turns as the corpus) the share of the exact top-10 turns by fp32
 that int8 also ranks in its top 10. Ratios are against fp32 from the same run; the 1-minute load
@@ -46,11 +48,15 @@ def locomo_texts(path: str | Path, limit: int) -> tuple[list[str], list[list[int
     return texts, convs, questions
 
 
+KINDS = ("fp32", "int8", "mpnet")
+
+
 def load(kind: str):
     from etamem.encoders import default_minilm, minilm_int8
+    from etamem.mpnet_encoder import all_mpnet
 
     t = time.perf_counter()
-    enc = default_minilm(device="cpu") if kind == "fp32" else minilm_int8(device="cpu")
+    enc = {"fp32": default_minilm, "int8": minilm_int8, "mpnet": all_mpnet}[kind](device="cpu")
     return enc, time.perf_counter() - t
 
 
@@ -98,18 +104,22 @@ def agreement(fp32, int8, texts, convs, questions) -> dict:
 
 def table(r: dict) -> str:
     s, f = r["speed"], r["speed"]["fp32"]
+    kinds = [k for k in KINDS if k in s]
     rows = [f"load avg {r['loadavg']:.2f} (1 min), threads {r['threads']}, CPU time {r['cpu_s']:.1f} s, "
             f"wall {r['wall_s']:.1f} s; {r['cpu_flags']}",
             f"{'encoder':<28}{'load s':>8}{'1 text p50 ms':>15}{'p95 ms':>9}{'32/batch t/s':>14}{'256/batch t/s':>15}"]
-    for k in ("fp32", "int8"):
+    for k in kinds:
         x = s[k]
         rows.append(f"{r['names'][k]:<28}{r['load_s'][k]:>8.2f}{x['single_p50_ms']:>15.2f}{x['single_p95_ms']:>9.2f}"
                     f"{x['batch'][32]:>14.1f}{x['batch'][256]:>15.1f}")
-    x = s["int8"]
-    rows.append(f"{'int8 / fp32':<28}{'':>8}{f['single_p50_ms'] / x['single_p50_ms']:>14.2f}x"
-                f"{f['single_p95_ms'] / x['single_p95_ms']:>8.2f}x{x['batch'][32] / f['batch'][32]:>13.2f}x"
-                f"{x['batch'][256] / f['batch'][256]:>14.2f}x  (speed-up)")
-    g = r["agreement"]
+    for k in kinds[1:]:
+        x = s[k]
+        rows.append(f"{k + ' / fp32':<28}{'':>8}{f['single_p50_ms'] / x['single_p50_ms']:>14.2f}x"
+                    f"{f['single_p95_ms'] / x['single_p95_ms']:>8.2f}x{x['batch'][32] / f['batch'][32]:>13.2f}x"
+                    f"{x['batch'][256] / f['batch'][256]:>14.2f}x  (speed-up)")
+    g = r.get("agreement")
+    if not g:
+        return "\n".join(rows)
     rows.append(f"agreement over {g['texts']} LoCoMo turns: cosine mean {g['cos_mean']:.4f}, min {g['cos_min']:.4f}, "
                 f"1st percentile {g['cos_p1']:.4f}; top-10 overlap over {g['questions']} questions "
                 f"{g['top10_overlap']:.3f}")
@@ -128,6 +138,8 @@ def cpu_flags() -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("locomo", nargs="?", default=str(DEFAULT_FILE))
+    ap.add_argument("--encoders", nargs="+", choices=KINDS, default=["fp32", "int8"],
+                    help="fp32 (the baseline) is always run")
     ap.add_argument("--turns", type=int, default=2000)
     ap.add_argument("--single", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
@@ -141,17 +153,21 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(args.threads)
     wall, cpu = time.perf_counter(), time.process_time()
-    load("int8")  # the export, once, outside the timed load
+    kinds = [k for k in KINDS if k == "fp32" or k in args.encoders]
+    if "int8" in kinds:
+        load("int8")  # the export, once, outside the timed load
     encoders, load_s = {}, {}
-    for k in ("fp32", "int8"):
+    for k in kinds:
         encoders[k], load_s[k] = load(k)
     texts, convs, questions = locomo_texts(args.locomo, args.turns)
     log.info("%d turns, %d questions", len(texts), len(questions))
-    encoders["fp32"].encode(texts[:8]), encoders["int8"].encode(texts[:8])  # warm-up
+    for enc in encoders.values():
+        enc.encode(texts[:8])  # warm-up
     r = {"names": {k: e.name for k, e in encoders.items()}, "load_s": load_s, "threads": args.threads,
          "speed": speed(encoders, texts, args.single, args.rounds),
-         "agreement": agreement(encoders["fp32"], encoders["int8"], texts, convs, questions),
          "loadavg": os.getloadavg()[0], "cpu_flags": cpu_flags()}
+    if "int8" in encoders:
+        r["agreement"] = agreement(encoders["fp32"], encoders["int8"], texts, convs, questions)
     r["wall_s"], r["cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
     print(table(r))
     if args.out:

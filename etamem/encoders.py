@@ -1,4 +1,5 @@
-"""Text encoders: all-MiniLM-L6-v2 (offline, default; its int8 ONNX version), any sentence-transformers model, or an
+"""Text encoders: all-MiniLM-L6-v2 (offline, default; its int8 ONNX version), all-mpnet-base-v2 from a
+local directory (`etamem.mpnet_encoder`), any sentence-transformers model, or an
 OpenAI-compatible embeddings endpoint; wrapped in a cache keyed by text hash and space
 (`etamem.cache_scope`).
 
@@ -226,6 +227,11 @@ def make_text_encoder(config, persist: VectorStoreCache | None = None) -> Cached
         inner = default_minilm(device=config.device, batch_size=config.embedding_batch_size)
     elif spec == "minilm-int8":  # the same model, int8 on ONNX Runtime (etamem.onnx_encoder)
         inner = minilm_int8(device=config.device, batch_size=config.embedding_batch_size)
+    elif spec == "mpnet":  # all-mpnet-base-v2 from a local directory (etamem.mpnet_encoder)
+        from .mpnet_encoder import all_mpnet
+
+        inner = all_mpnet(config.mpnet_dir, device=resolve_device(config.device),
+                          batch_size=config.embedding_batch_size)
     else:
         inner = SentenceTransformerEncoder(spec, device=config.device, batch_size=config.embedding_batch_size)
     log.info("text encoder: %s (dim %d)", inner.name, inner.dim)

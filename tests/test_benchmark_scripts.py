@@ -288,6 +288,17 @@ def test_compare_runs_per_space_on_hand_made_results(tmp_path, capsys):
     assert "| a | 2 | 0.750 | 1.000 | +25.0 |" in out and "1 of 2 spaces gained" in out
     # overall: (+0.5 + 0 - 0.5) / 3 = 0; one question up, one down; the interval holds the mean
     assert "overall: +0.00 points over 3 questions" in out and "1 up, 1 down" in out
+    # another metric by name (LoCoMo-Plus rows: recall_any@k): the rows that have it
+    with open(tmp_path / "f" / "results.jsonl", "a") as f:
+        f.write(json.dumps({"type": "retrieval", "system": "etamem", "qid": "a:q0", "space": "a",
+                            "metrics": {"recall_any@10": 1.0}}) + "\n")
+    with open(tmp_path / "b" / "results.jsonl", "a") as f:
+        f.write(json.dumps({"type": "retrieval", "system": "etamem", "qid": "a:q0", "space": "a",
+                            "metrics": {"recall_any@10": 0.0}}) + "\n")
+    assert main([str(tmp_path / "b"), str(tmp_path / "f"), "--systems", "etamem", "--metric", "recall_any",
+                 "--k", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "etamem: recall_any@10 per space" in out and "overall: +100.00 points over 1 questions" in out
 
 
 def test_paired_interval_against_a_brute_force_bootstrap(tmp_path):
