@@ -382,13 +382,20 @@ class Memory(Engine):
     def warm(self) -> "Memory":
         """Load the models now (text encoder, affect tagger, extractor, the LLM client) and the
         BM25 tokeniser (bm25s: 0.5 s of imports), so the first request does not pay for them;
-        returns self."""
+        then move every object alive now out of the cyclic garbage collector's reach
+        (`gc.freeze()`, once per process): the models' hundreds of thousands of long-lived objects
+        made each full collection hold the interpreter for about 0.2 s, which an event loop
+        serving other requests saw as a stall (`benchmarks/async_load.py`). Returns self."""
+        import gc
+
         from .retrieval.lexical import splitter
 
         self._encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
         splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
+        gc.collect()
+        gc.freeze()
         return self
 
     def time_summaries(self, space: str, hits: list[Hit]) -> str:

@@ -129,6 +129,9 @@ def test_warm_loads_the_models(minilm, tmp_path):
     assert mem.store.models() == {}
     assert mem.warm() is mem
     assert {"text_encoder", "affect_tagger"} <= set(mem.store.models())  # both loaded (identity recorded)
+    import gc
+
+    assert gc.get_freeze_count() > 0  # the loaded models are out of the collector's full passes
     mem.close()
 
 
