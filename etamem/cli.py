@@ -14,6 +14,7 @@ from .cli_common import config_from_args as _config  # noqa: F401  (importable f
 from .cli_common import existing_store as _existing_store
 from .cli_common import open_memory as _memory
 from .cli_common import setup_logging as _setup_logging
+from .presets import PRESETS
 from .types import UnknownIdError
 
 
@@ -424,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp):
         sp.add_argument("--config", help="JSON file with Config values")
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override one Config value")
+        sp.add_argument("--preset", choices=PRESETS, default=None,
+                        help="start from a preset: default (the project's) or paper (the seed's method; with "
+                             "--set method=fta, FTA-Mem's); --config and --set apply on top (docs/presets.md)")
 
     d = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions (offline)")
     d.add_argument("--store", default=None, help="store directory (default: in memory)")

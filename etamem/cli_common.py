@@ -42,18 +42,25 @@ def note(args, message: str) -> None:
 
 
 def config_from_args(args, preset: dict | None = None) -> Config:
-    """The Config of a command's `preset` values, then `--config FILE`, then `--set key=value`
-    (later wins); a bad file, key or value raises ValueError naming it, which `main` reports as
-    `etamem: error: ...` with exit status 2."""
+    """The Config of `--preset NAME` (etamem/presets.py; with `method` from --config / --set), a
+    command's `preset` values, then `--config FILE`, then `--set key=value` (later wins); a bad
+    file, key or value raises ValueError naming it, which `main` reports as `etamem: error: ...`
+    with exit status 2."""
     config_file = getattr(args, "config", None)
     from_file = parse_overrides(None, config_file)
+    from_set = parse_overrides(getattr(args, "set", None))
+    named = getattr(args, "preset", None)
+    base: dict = {}
+    if named:
+        from .presets import preset_values
+
+        base = preset_values(named, method=str(from_set.get("method", from_file.get("method", "etamem"))))
     try:
-        Config.from_dict({**(preset or {}), **from_file})
+        Config.from_dict({**base, **(preset or {}), **from_file})
     except ValueError as exc:
         raise ValueError(f"config file {config_file}: {exc}") from None
-    from_set = parse_overrides(getattr(args, "set", None))
     try:
-        return Config.from_dict({**(preset or {}), **from_file, **from_set})
+        return Config.from_dict({**base, **(preset or {}), **from_file, **from_set})
     except ValueError as exc:
         raise ValueError(f"--set: {exc}") from None
 

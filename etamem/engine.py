@@ -71,6 +71,17 @@ class Engine:
         # the store commit, under the write lock), store (raw turns)
         self.stage_seconds: dict[str, float] = {}
         self.method = make_method(self.config)  # ETAMem's views or FTA-Mem (`etamem.method`), chosen once
+        self._warn_preset()
+
+    def _warn_preset(self) -> None:
+        """Record the config's preset in a new store; warn when the store was built under another."""
+        from .presets import check_store_preset
+
+        built = check_store_preset(self.store, self.config.preset_name)
+        if built is not None:
+            log.warning("the store %s was built with preset %r, this Memory uses %r: results differ from that "
+                        "preset's (etamem/presets.py; docs/presets.md)", self.path or "(in memory)", built,
+                        self.config.preset_name)
 
     @property
     def text_encoder(self):

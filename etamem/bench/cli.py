@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unified, fta-all, all):
+EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unified, fta-all, paper-to-default, all):
   full-context bm25-turns dense-turns hybrid-turns flat-amus etamem no-amus no-hierarchy
   no-fallback event-only affect-only time-only event+affect event+time affect+time
   mean-routing no-bm25 shared-text shared-affect unified-semantic unified-affective etamem-rrf
@@ -16,6 +16,9 @@ EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unifi
   fta-flat-packet etamem-over-fta
   (group unified: unified-semantic unified-affective time-only, the paper's Table 5;
    group fta-all: hybrid-turns etamem and every fta system above)
+  ladder-0 ladder-1 ladder-2 ladder-3 ladder-4 ladder-5 ladder-6 ladder-7 ladder-8 ladder-9
+  (group paper-to-default, not in all: from the paper's query-time settings to the run's own, one
+   of the project's additions at a time; docs/presets.md)
 
 Retrieval modes: by default each system returns --pool units (80 LoCoMo / 100 LongMemEval)
 and recall@k counts their first k distinct source turns, so an ETAMem system routes the pool
@@ -85,6 +88,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="JSON file with Config values")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="Config override, JSON value (e.g. --set top_k=20 --set bm25_weight=0.1)")
+    p.add_argument("--preset", choices=["default", "paper"], default="default",
+                   help="start from a preset (docs/presets.md): paper = the seed's method (with --set method=fta, "
+                        "FTA-Mem's; K per dataset as the paper) and, unless --pool / --budget, --budget K; "
+                        "--config / --set on top; the report lists every setting that differs from the preset")
+    p.add_argument("--sweep", action="append", default=None, metavar="NAME=V1,V2,...",
+                   help="one system per value of a query-time setting (a Config field or beta, K, B, budget, lambda, "
+                        "tau), e.g. --sweep beta=0.0,0.1,0.2,0.3; only these systems unless --systems; "
+                        "plotted in sweep.png")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--fresh", action="store_true", help="discard results in --out made with other settings")
@@ -110,7 +121,8 @@ def options_from_args(args):
                         no_llm=args.no_llm, limit=args.limit, conversations=args.conversations,
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
-                        roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split)
+                        roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split,
+                        preset=args.preset, sweep=args.sweep)
 
 
 def cmd_bench(args) -> int:
@@ -121,7 +133,7 @@ def cmd_bench(args) -> int:
     summary = run(opts)
     out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
     print(markdown(summary))
-    plots = [p for p in ("categories.png", "recall_vs_k.png", "cost_accuracy.png", "routing_weights.png")
+    plots = [p for p in ("categories.png", "recall_vs_k.png", "cost_accuracy.png", "routing_weights.png", "sweep.png")
              if opts.plots and (out / p).exists()]
     print(f"Results in {out}/ ({', '.join(['report.md', 'summary.json', 'results.jsonl'] + plots)}). "
           f"Wall time {summary['wall_s']:.1f} s.")

@@ -183,6 +183,53 @@ def bootstrap_interval(values: Iterable[float], *, resamples: int = BOOTSTRAP_RE
     return float(np.percentile(means, tail)), float(np.percentile(means, 100.0 - tail))
 
 
+def clustered_bootstrap_interval(values: Sequence[float], clusters: Sequence[str], *,
+                                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                                 level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of `values` resampling whole clusters
+    (conversations) with replacement: each resample draws as many clusters as there are, and
+    its mean is over every value of the drawn clusters. Questions of one conversation are not
+    independent; this interval says how much a figure moves with the choice of conversations.
+    `values` (n,) float, `clusters` (n,) labels; None for no values."""
+    x = np.asarray(list(values), np.float64)
+    if not x.size:
+        return None
+    if len(clusters) != x.size:
+        raise ValueError(f"clustered_bootstrap_interval: {x.size} values but {len(clusters)} cluster labels")
+    labels = sorted(set(clusters))
+    index = {c: i for i, c in enumerate(labels)}
+    ids = np.fromiter((index[c] for c in clusters), np.int64, x.size)
+    sums, counts = np.bincount(ids, x, len(labels)), np.bincount(ids, None, len(labels))
+    draws = np.random.default_rng(seed).integers(0, len(labels), (resamples, len(labels)))
+    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    tail = 100.0 * (1.0 - level) / 2.0
+    return float(np.percentile(means, tail)), float(np.percentile(means, 100.0 - tail))
+
+
+def paired_p_value(differences: Sequence[float], clusters: Sequence[str] | None = None, *,
+                   resamples: int = 10_000, seed: int = 0) -> float | None:
+    """Two-sided p-value that the mean of paired `differences` (after - before, one per question)
+    is 0: a sign-flip randomisation test, flipping the signs of whole clusters (conversations)
+    when `clusters` is given, else of single questions; the share of `resamples` random flips
+    whose |mean| reaches the observed |mean| (with the observed counted once, so never 0).
+    None for no values."""
+    d = np.asarray(list(differences), np.float64)
+    if not d.size:
+        return None
+    if clusters is None:
+        groups = d
+    else:
+        if len(clusters) != d.size:
+            raise ValueError(f"paired_p_value: {d.size} differences but {len(clusters)} cluster labels")
+        labels = sorted(set(clusters))
+        index = {c: i for i, c in enumerate(labels)}
+        groups = np.bincount(np.fromiter((index[c] for c in clusters), np.int64, d.size), d, len(labels))
+    observed = abs(groups.sum())
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), (resamples, groups.size))
+    hits = int((np.abs(signs @ groups) >= observed - 1e-12).sum())
+    return (hits + 1) / (resamples + 1)
+
+
 def mean(values: Iterable[float]) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None

@@ -90,7 +90,35 @@ def write_plots(out: Path, summary: dict) -> list[Path]:
     routed = [s for s in systems.values() if s.get("routing") and len(s["routing"]["weights"].get("all", {})) > 1]
     if routed:
         paths.append(_routing_plot(plt, out, summary, routed, cats))
+    if summary.get("sweep"):
+        paths.append(_sweep_plot(plt, out, summary, metric, metric_label))
     return paths
+
+
+def _sweep_plot(plt, out: Path, summary: dict, metric: str, metric_label: str) -> Path:
+    """`--sweep`: the main metric (all questions, with its 95% interval) against each swept value,
+    one panel per setting (the ETAMem paper's Fig. 4 shape)."""
+    fields = list(dict.fromkeys(p["field"] for p in summary["sweep"]))
+    fig, axes = plt.subplots(1, len(fields), figsize=(5 * len(fields), 4), squeeze=False)
+    for ax, name in zip(axes[0], fields):
+        points = [p for p in summary["sweep"] if p["field"] == name]
+        xs, ys, lo, hi = [], [], [], []
+        for p in points:
+            r = summary["systems"][p["system"]]["retrieval"]
+            y, ci = r["metrics"].get(metric, {}).get("all"), r.get("intervals", {}).get(metric, {}).get("all")
+            if y is None:
+                continue
+            xs.append(p["value"] if isinstance(p["value"], (int, float)) else str(p["value"]))
+            ys.append(y)
+            lo.append(y - (ci[0] if ci else y))
+            hi.append((ci[1] if ci else y) - y)
+        ax.errorbar(range(len(xs)), ys, yerr=[lo, hi], marker="o", capsize=3)
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([str(x) for x in xs])
+        ax.set_xlabel(name)
+        ax.set_ylabel(f"{metric_label} (all)")
+    fig.suptitle(f"{summary['dataset']}: sweep (95% intervals over questions)")
+    return save_png(fig, out / "sweep.png", dpi=110)
 
 
 def _routing_plot(plt, out: Path, summary: dict, routed: list[dict], cats: list[str]) -> Path:

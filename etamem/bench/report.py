@@ -2,6 +2,7 @@
 the PNG plots of `plots.py`)."""
 from __future__ import annotations
 
+from . import paired
 from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from .metrics import bootstrap_interval, mean
 from .systems import SystemSpec
@@ -143,9 +144,18 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
         info["questions_without_evidence"] = sum(not q.gold_turns for q in questions)
     else:
         info["abstention_questions"] = sum(q.abstention for q in questions)
+    info["conversation_ids"] = spaces
+    metric = paired.main_metric(dataset, settings["ks"])
+    for spec in specs:
+        ci = paired.clustered(records, spec.key, metric)
+        systems[spec.key]["retrieval"]["clustered"] = {metric: list(ci)} if ci else {}
+    steps = [s.key for s in specs if s.key.startswith("ladder-")]
     return {"dataset": dataset, "file": settings["file"], "settings": settings, "data": info,
             "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "work_s": work,
-            "notes": notes}
+            "notes": notes, "main_metric": metric,
+            "ladder": paired.ladder(records, steps, {s.key: s.label for s in specs}, metric) if steps else [],
+            "sweep": [{"system": s.key, "field": s.overrides[0][0], "value": s.overrides[0][1]}
+                      for s in specs if s.key.startswith("sweep:")]}
 
 
 def _f(v, digits: int = 3) -> str:
@@ -352,6 +362,42 @@ def _data_line(summary: dict) -> str:
                else f" ({d['abstention_questions']} abstention questions skipped for retrieval)"))
 
 
+def preset_lines(settings: dict) -> list[str]:
+    """The preset a run started from and every setting that differs from it."""
+    diff = settings.get("preset_differences") or {}
+    shown_diff = ", ".join(f"{k} {v[1]!r} (preset {v[0]!r})" for k, v in sorted(diff.items()))
+    return [f"Preset: {settings.get('preset', 'default')} (docs/presets.md); settings that differ from it: "
+            + (shown_diff or "none") + "."]
+
+
+def ladder_table(summary: dict) -> list[str]:
+    """From the paper's query-time settings to the run's, one addition at a time, each step's gain."""
+    metric = summary.get("main_metric")
+    rows = [[r["label"], f"{r['mean']:.3f}"] + paired.step_cell(r.get("step")) for r in summary.get("ladder") or []]
+    if not rows:
+        return []
+    return ["", "## From the paper to the default, one addition at a time", "",
+            f"{metric}, all questions. Each step switches on one of the project's query-time additions "
+            "(etamem/presets.py `ADDITIONS`, docs/presets.md) on top of the step above; gain in points with its "
+            "95% paired bootstrap interval over questions / clustered by conversation, and the two-sided "
+            "sign-flip p-value flipping single questions / whole conversations (with c conversations the "
+            "smallest p by conversation is 2 / 2^c).", ""] + _table(
+        ["step", metric, "gain", "95% interval (questions / conversations)", "p (questions / conversations)",
+         "questions up / down"], rows)
+
+
+def clustered_table(summary: dict) -> list[str]:
+    metric = summary.get("main_metric")
+    rows = [[s["label"], _fi(s["retrieval"], metric, "all"),
+             "[{:.3f}, {:.3f}]".format(*s["retrieval"]["clustered"][metric])]
+            for s in summary["systems"].values() if (s["retrieval"].get("clustered") or {}).get(metric)]
+    if not rows:
+        return []
+    return ["", f"{metric} with its interval over questions and, clustered, over conversations (whole "
+            f"conversations resampled; {summary['data']['conversations']} of them here):", ""] + _table(
+        ["system", f"{metric} [questions]", "[conversations]"], rows)
+
+
 def markdown(summary: dict) -> str:
     st = summary["settings"]
     cfg = st["config"]
@@ -363,10 +409,12 @@ def markdown(summary: dict) -> str:
              f"Settings: K (answer context, distinct turns) {st['qa_turns']}, beam B {cfg['beam_width']}, "
              f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
              f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
-             + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", "",
-             "## Retrieval (no LLM)", "",
-             "Each figure is a mean over questions with its 95% bootstrap interval [low, high] (percentile, "
-             "questions resampled with replacement, 2000 resamples, seeded).", ""] + retrieval_table(summary)
+             + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", ""]
+    lines += preset_lines(st) + ["", "Conversations: " + ", ".join(summary["data"].get("conversation_ids", [])) + ".", "",
+                                 "## Retrieval (no LLM)", "",
+                                 "Each figure is a mean over questions with its 95% bootstrap interval [low, high] "
+                                 "(percentile, questions resampled with replacement, 2000 resamples, seeded).", ""]
+    lines += retrieval_table(summary) + clustered_table(summary) + ladder_table(summary)
     routing = routing_tables(summary)
     if routing:
         lines += ["", "## Routing (ETAMem systems)"] + routing

@@ -29,9 +29,10 @@ from typing import Any
 
 from ..config import Config
 from ..output import atomic_write
+from ..presets import differences
 from .data import BenchConversation, BenchQuestion, load, select
 from .metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
-from .systems import SystemSpec, resolve_systems
+from .systems import SystemSpec, resolve_systems, sweep_specs
 from .workbench import Workbench, hits_to_units, peak_rss_mb
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class BenchOptions:
     locomo: str | None = None  # LoCoMo-Plus: the LoCoMo file its cues are stitched into
     filler: str | None = None  # updates: PrefEval's directory or filtered_inter_turns.json
     split: str | None = None  # updates: dev (default), test or all
+    preset: str = "default"  # the Config preset the run starts from (etamem/presets.py); overrides on top
+    sweep: list[str] | None = None  # "NAME=V1,V2,..." query-time values tried one system each (systems.sweep_specs)
 
 
 class ResultLog:
@@ -112,8 +115,17 @@ class ResultLog:
             os.fsync(fh.fileno())
 
 
+def _preset_config(opts: BenchOptions) -> Config:
+    """The run's preset, for the dataset (FTA-Mem's K), before any override."""
+    from ..presets import preset_values
+
+    method = str(opts.overrides.get("method", "etamem"))
+    return Config.from_dict(preset_values(opts.preset, method, "locomo" if opts.dataset.startswith("locomo") else
+                                          opts.dataset))
+
+
 def _config(opts: BenchOptions) -> Config:
-    values = dict(opts.overrides)
+    values = {**_preset_config(opts).to_dict(), **opts.overrides}
     if opts.dataset == "longmemeval":  # the dataset's extraction and answer styles unless overridden
         values.setdefault("extraction_style", "longmemeval")
         values.setdefault("answer_style", "longmemeval")
@@ -141,6 +153,9 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     return {**extra, "dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
             "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
             "qa_turns": qa_turns, "roles": opts.roles, "config": cfg, "llm_model": model,
+            "preset": opts.preset, "conversations": list(opts.conversations) if opts.conversations else None,
+            "preset_differences": {k: list(v) for k, v in differences(cfg, {
+                **_preset_config(opts).to_dict(), "m_max_bounds": list(config.m_max_bounds)}).items()},
             "judge_model": None if model is None else (opts.judge_model or model)}
 
 
@@ -247,7 +262,11 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
 
         opts = replace(opts, file=shipped_scenarios())
     config = _config(opts)
-    specs = resolve_systems(opts.systems or (UPDATES_SYSTEMS if opts.dataset == "updates" else None))
+    if opts.preset == "paper" and opts.budget is None and opts.pool is None:  # the paper's K units per system
+        opts = replace(opts, budget=config.top_k)
+    specs = [] if opts.sweep and not opts.systems else resolve_systems(
+        opts.systems or (UPDATES_SYSTEMS if opts.dataset == "updates" else None))
+    specs += [s for s in sweep_specs(opts.sweep, config.method) if s.key not in {x.key for x in specs}]
     ks = sorted(set(opts.ks or DEFAULT_KS.get(opts.dataset, LOCOMO_KS)))
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
@@ -299,6 +318,8 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     stores = Path(opts.stores) if opts.stores else out / "stores"
     if opts.roles:  # other turn texts: never reuse a named run's stores from a shared --stores
         stores = stores / "roles"
+    if opts.preset != "default":  # other construction settings: never share the default's stores
+        stores = stores / f"preset-{opts.preset}"
     wb = Workbench(config, stores, pool=pool, text_encoder=text_encoder, affect_tagger=affect_tagger, llm=llm)
     builds = ResultLog(stores / "builds.jsonl")  # a store's construction cost travels with it
     for key, rec in builds.records.items():

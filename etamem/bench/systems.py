@@ -111,6 +111,26 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta",
          overrides=(("method", "etamem"), ("units", "fta"))),
 )
+
+
+def _ladder() -> tuple[SystemSpec, ...]:
+    """`ladder-0` .. `ladder-n`: the run's config with the project's query-time additions over the
+    paper (etamem/presets.py `ADDITIONS`) switched on one at a time, in order: `ladder-0` is the
+    paper's query-time settings, the last one the run's own (under the default preset, the
+    default). Paired gains of each step: the report's 'From the paper to the default' table."""
+    from ..presets import ADDITIONS
+
+    steps = [a for a in ADDITIONS if a.query_time]
+    specs = []
+    for i in range(len(steps) + 1):
+        off = tuple(kv for a in steps[i:] for kv in a.paper)
+        label = "paper (query-time settings)" if i == 0 else f"+ {steps[i - 1].name}"
+        specs.append(_eta(f"ladder-{i}", label, overrides=off))
+    return tuple(specs)
+
+
+LADDER = _ladder()
+SYSTEMS = SYSTEMS + LADDER
 BY_KEY = {s.key: s for s in SYSTEMS}
 GROUPS = {
     "baselines": ["full-context", "bm25-turns", "dense-turns", "hybrid-turns", "flat-amus"],
@@ -124,13 +144,44 @@ GROUPS = {
     "unified": ["unified-semantic", "unified-affective", "time-only"],
     "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
                 "fta-no-cue", "fta-no-bm25", "fta-flat-packet", "etamem-over-fta"],
-    "all": [s.key for s in SYSTEMS],
+    "paper-to-default": [s.key for s in LADDER],
+    "all": [s.key for s in SYSTEMS if s not in LADDER],
 }
-DEFAULT_SYSTEMS = [s.key for s in SYSTEMS]
+DEFAULT_SYSTEMS = GROUPS["all"]
+SWEEP_ALIASES = {"beta": "bm25_weight", "K": "top_k", "B": "beam_width", "budget": "route_budget",
+                 "lambda": "fta_lambda", "tau": "fta_tau"}
+
+
+def sweep_specs(items: list[str] | None, method: str = "etamem") -> list[SystemSpec]:
+    """Systems of `--sweep NAME=V1,V2,...` (NAME a Config field or an alias: beta, K, B, budget,
+    lambda, tau; values JSON): the run's ETAMem (or, for method "fta", FTA-Mem) system with that
+    one query-time value changed, key `sweep:<field>=<value>`."""
+    import json
+
+    from ..config import Config
+
+    specs: list[SystemSpec] = []
+    fields = Config().to_dict()
+    for item in items or []:
+        name, sep, values = item.partition("=")
+        field = SWEEP_ALIASES.get(name.strip(), name.strip())
+        if not sep or field not in fields or not values.strip():
+            raise ValueError(f"--sweep {item!r}: expected NAME=V1,V2,... with NAME a Config field or one of "
+                             f"{', '.join(SWEEP_ALIASES)}")
+        for raw in values.split(","):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw.strip()
+            Config.from_dict({field: value})  # a bad value fails here, naming the field
+            key = f"sweep:{field}={raw.strip()}"
+            maker = _fta if method == "fta" else _eta
+            specs.append(maker(key, f"{name.strip()} = {raw.strip()}", overrides=((field, value),)))
+    return specs
 
 
 def resolve_systems(names: list[str] | None) -> list[SystemSpec]:
-    """Specs for system keys or group names (baselines, views, ablations, unified, all), in order,
+    """Specs for system keys or group names (baselines, views, ablations, unified, paper-to-default, all), in order,
     without repeats; ValueError naming unknown ones."""
     keys: list[str] = []
     for name in names or DEFAULT_SYSTEMS:
