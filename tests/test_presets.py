@@ -161,3 +161,18 @@ def test_ladder_rows_pair_each_step_with_the_one_before():
     assert step["difference"] == pytest.approx(0.5) and (step["up"], step["down"]) == (2, 0)
     assert step["conversations"] == 2 and step["p_value"] == pytest.approx(0.5, abs=0.03)  # 2 of 4 flips reach it
     assert paired({}, {})["questions"] == 0
+
+
+def test_question_kinds_of_the_routing_figure():
+    from etamem.bench.question_kinds import question_kind
+    from etamem.bench.report import routing_kind_table
+
+    assert question_kind("How did Caroline feel after the race?") == "emotion"
+    assert question_kind("What does Melanie think about adoption?") == "opinion"
+    assert question_kind("When did Caroline go to the support group?") == "experience"
+    weights = {"emotion": {"event": 0.4, "affect": 0.6}, "all": {"event": 0.5, "affect": 0.5}}
+    summary = {"systems": {"etamem": {"label": "ETAMem", "routing_by_kind": {"weights": weights}},
+                           "bm25": {"label": "BM25", "routing_by_kind": None}},
+               "data": {"question_kinds": {"emotion": 1, "experience": 0, "opinion": 0}}}
+    text = "\n".join(routing_kind_table(summary))
+    assert "| ETAMem | affect | 0.600 | – | – | 0.500 |" in text and "a proxy" in text and "BM25" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import paired
 from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from .metrics import bootstrap_interval, mean
+from .question_kinds import KINDS, question_kind
 from .systems import SystemSpec
 
 VIEWS = ("event", "affect", "time")
@@ -144,6 +145,12 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
         info["questions_without_evidence"] = sum(not q.gold_turns for q in questions)
     else:
         info["abstention_questions"] = sum(q.abstention for q in questions)
+    kinds = {q.qid: question_kind(q.question) for q in questions}
+    for spec in specs:
+        recs = [records[k] for q in questions if (k := ("retrieval", spec.key, q.qid)) in records]
+        systems[spec.key]["routing_by_kind"] = routing_summary(
+            [{**r, "category": kinds[r["qid"]]} for r in recs if r.get("routing")])
+    info["question_kinds"] = {k: sum(v == k for v in kinds.values()) for k in KINDS}
     info["conversation_ids"] = spaces
     metric = paired.main_metric(dataset, settings["ks"])
     for spec in specs:
@@ -273,6 +280,26 @@ def qa_table(summary: dict) -> list[str]:
     head = (["system"] + [f"J {c}" for c in cats]
             + ["J all", "F1", "BLEU-1", "F1 cat-mean", "BLEU-1 cat-mean", "answer tok/q", "judge tok/q", "no verdict", "answer fallbacks"])
     return _table(head, rows)
+
+
+def routing_kind_table(summary: dict) -> list[str]:
+    """Mean routing weight per view by question kind (the ETAMem paper's Fig. 3; kinds by a word rule)."""
+    cols = list(KINDS) + ["all"]
+    rows = []
+    for s in summary["systems"].values():
+        r = s.get("routing_by_kind")
+        if not r:
+            continue
+        views = sorted({v for by in r["weights"].values() for v in by}, key=_view_order)
+        rows += [[s["label"], v] + [_f(r["weights"].get(c, {}).get(v)) for c in cols] for v in views]
+    if not rows:
+        return []
+    n = summary["data"].get("question_kinds", {})
+    return ["", "Mean routing weight per view by question kind (the ETAMem paper's Fig. 3 reads CloneMem's "
+            "emotion / experience / opinion questions; CloneMem is not available here, so questions are sorted by "
+            "a word rule, etamem/bench/question_kinds.py: a proxy, not the paper's labels; "
+            + ", ".join(f"{k} {n.get(k, 0)}" for k in KINDS) + " questions):", ""] + _table(
+        ["system", "view"] + cols, rows)
 
 
 def routing_tables(summary: dict) -> list[str]:
@@ -415,7 +442,7 @@ def markdown(summary: dict) -> str:
                                  "Each figure is a mean over questions with its 95% bootstrap interval [low, high] "
                                  "(percentile, questions resampled with replacement, 2000 resamples, seeded).", ""]
     lines += retrieval_table(summary) + clustered_table(summary) + ladder_table(summary)
-    routing = routing_tables(summary)
+    routing = routing_tables(summary) + routing_kind_table(summary)
     if routing:
         lines += ["", "## Routing (ETAMem systems)"] + routing
     qa = qa_table(summary)
