@@ -21,7 +21,8 @@ class LLMSummariser:
         self.failures = 0
 
     def __call__(self, child_texts: list[str], rep_texts: list[str]) -> str:
-        children = "\n".join(f"- {t[:MAX_CHILD_CHARS]}" for t in child_texts if t) or "(none)"
+        texts = [t[:MAX_CHILD_CHARS] for t in child_texts if t]
+        children = "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1)) or "(none)"  # numbered contents
         prompt = render_prompt("summarise", kind=self.kind, children=children)
         self.calls += 1
         try:
