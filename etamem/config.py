@@ -178,20 +178,38 @@ class Config:
     # "fta": FTA-Mem, units scored R = fta_lambda * cos + (1 - fta_lambda) * cue (etamem/fta/engine.py)
     method: str = "etamem"
     units: str = "auto"  # what a write builds: "auto" (amu for etamem, fta for fta) | "amu" | "fta"
-    fta_segmentation: str = "bws"  # "bws" (the paper's Algorithm 1) | "fixed" | "session" | "turn-pair"
+    # "bws" (the paper's Algorithm 1) | "fixed-detect" (the paper's fixed-window comparison, Table 7: the
+    # detector on windows of W advancing by W, no provisional carry) | "fixed" (plain windows, no detector)
+    # | "session" | "turn-pair"
+    fta_segmentation: str = "bws"
     fta_window: int = 20  # BWS window W, in turns
     fta_detector: str = "auto"  # boundary detector: "auto" (llm when an LLM is configured) | "offline" | "llm"
+    # which detector's cuts may not separate a question from its reply: "offline" (the paper's detector, the
+    # LLM, is taken as it answers) | "all" (the LLM's cuts too: the behaviour before 2026-12) | "none"
+    fta_qa_veto: str = "offline"
     fta_links: bool = True  # relation links between units, with their lifecycle
     fta_link_top: int = 5  # older units classified per new unit
     fta_link_floor: float = 0.5  # ... at or above this cosine
+    # link candidates: "similarity" (the paper: the nearest older units by embedding) | "shared-participant"
+    # (ours before 2026-12: only those sharing a participant with the new unit)
+    fta_link_candidates: str = "similarity"
     fta_lambda: float = 0.8  # lambda in R = lambda * cos + (1 - lambda) * cue
     fta_tau: float = 0.35  # units with R below this are not retrieved
     fta_cue: bool = True  # False: R = cos (the plain-embedding ablation)
     # beta in S = (1 - beta) * R + beta * BM25 (max-normalised): ours, not the paper's (0 = the paper's R)
     fta_bm25_weight: float = 0.1
     fta_neighbours: bool = True  # each hit brings its most confident linked neighbour
+    # where a neighbour goes in the ranked list: "after-hit" (right after the hit that brought it, eq. 10)
+    # | "appended" (after every hit: the behaviour before 2026-12). The answer packet orders by time either way
+    fta_neighbour_order: str = "after-hit"
     fta_packet: str = "sections"  # answer context: "sections" (the paper's four) | "flat" (unit list)
+    fta_auxiliary: bool = True  # the packet's auxiliary longitudinal memory (False: the paper's Table 8 ablation)
     fta_rewrite: bool = True  # LLM query rewrite before retrieval (no LLM: the query as is)
+    # what a unit is represented by (rho(m), the cue score, the packet): "all" | "no-time" | "no-affect" |
+    # "fact-only" (the paper's Fig. 3 ablations); a store is built for one value (rho(m) is its vector)
+    fta_anchors: str = "all"
+    # True: the question-only baseline of Fig. 3: nothing is retrieved, the answer model sees an empty packet
+    fta_question_only: bool = False
     # LLM temperature of the construction calls (boundaries, units, links): the paper's 0.7; 0 repeats
     # a build exactly (cached replies are reused either way); rewrite and answer calls use 0
     fta_construction_temperature: float = 0.7
@@ -361,9 +379,13 @@ _CHOICES = {
     "index_device": ("auto", "cpu", "gpu"),
     "method": ("etamem", "fta"),
     "units": ("auto", "amu", "fta"),
-    "fta_segmentation": ("bws", "fixed", "session", "turn-pair"),
+    "fta_segmentation": ("bws", "fixed-detect", "fixed", "session", "turn-pair"),
     "fta_detector": ("auto", "offline", "llm"),
+    "fta_qa_veto": ("offline", "all", "none"),
+    "fta_link_candidates": ("similarity", "shared-participant"),
+    "fta_neighbour_order": ("after-hit", "appended"),
     "fta_packet": ("sections", "flat"),
+    "fta_anchors": ("all", "no-time", "no-affect", "fact-only"),
     "preset_name": ("default", "paper"),
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)

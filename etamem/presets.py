@@ -68,19 +68,30 @@ ADDITIONS: tuple[Addition, ...] = (
 # FTA-Mem: the paper's settings over the project's defaults (etamem/fta; docs/fta-paper.md)
 FTA_PAPER: dict[str, Any] = {
     "method": "fta",
-    "fta_bm25_weight": 0.0,  # the paper scores R = lambda * cos + (1 - lambda) * cue, no lexical term
-    "fta_segmentation": "bws",
+    "fta_segmentation": "bws",  # Algorithm 1, W = 20
     "fta_window": 20,
-    "fta_lambda": 0.8,
+    "fta_detector": "auto",  # the LLM detector with an endpoint, the offline detector as its substitute
+    "fta_qa_veto": "offline",  # the LLM detector's segments taken as returned
+    "fta_links": True,  # temporal-link maintenance
+    "fta_link_candidates": "similarity",  # candidate neighbours by embedding similarity
+    "fta_lambda": 0.8,  # eq. 8
     "fta_tau": 0.35,
-    "fta_neighbours": True,
-    "fta_rewrite": True,
-    "fta_packet": "sections",
-    "fta_construction_temperature": 0.7,
-    "supersession": "off",
+    "fta_cue": True,
+    "fta_bm25_weight": 0.0,  # eq. 8 has no lexical term (0.1 is ours)
+    "fta_neighbours": True,  # one linked neighbour per retrieved unit
+    "fta_neighbour_order": "after-hit",  # eq. 10
+    "fta_packet": "sections",  # primary units, neighbours, source spans, auxiliary memory
+    "fta_auxiliary": True,
+    "fta_rewrite": True,  # query rewriting enabled (an LLM; offline the query as is)
+    "fta_anchors": "all",  # the full Fact-Time-Affect unit
+    "fta_question_only": False,
+    "fta_construction_temperature": 0.7,  # construction at 0.7, answers at 0
+    "text_encoder": "minilm",  # all-MiniLM-L6-v2
+    "supersession": "off",  # facts that change: ours, not the seed's
     "current_first": False,
 }
 FTA_TOP_K = {"locomo": 25, "default": 10}  # K: 25 on LoCoMo, 10 on ES-MemEval (the paper's ablations)
+# (the answer packet's size follows K: `context_top_k` is set to the same value)
 
 # values the seeds leave open or fix: (setting, what the seed says, our choice, why)
 CHOICES: tuple[tuple[str, str, str, str], ...] = (
@@ -109,6 +120,8 @@ CHOICES: tuple[tuple[str, str, str, str], ...] = (
      "offline; `openai:<model>` with an endpoint"),
     ("fta top_k", "K = 25 on LoCoMo, 10 on ES-MemEval", "25 for LoCoMo runs, else 10", "the paper's"),
     ("fta_bm25_weight", "R = lambda * cos + (1 - lambda) * cue", "0", "the paper's score"),
+    ("fta_link_top / fta_link_floor", "candidate neighbours by similarity; how many and how close not given",
+     "5 / cosine 0.5", "the project's"),
 )
 
 
@@ -142,7 +155,7 @@ def preset_values(name: str, method: str | None = None, dataset: str | None = No
             values.update(additions_off())
         else:
             values.update(FTA_PAPER)
-            values["top_k"] = FTA_TOP_K.get(dataset or "default", FTA_TOP_K["default"])
+            values["top_k"] = values["context_top_k"] = FTA_TOP_K.get(dataset or "default", FTA_TOP_K["default"])
     return values
 
 

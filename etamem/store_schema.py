@@ -110,6 +110,7 @@ class UnitExtras:
     links: list[tuple[str, str, str, float]] = field(default_factory=list)
     lifecycle: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
+    refields: list[tuple[str, str]] = field(default_factory=list)  # (amu id, new fields JSON) of stored units
 
 
 def upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], *, replace: bool = True,

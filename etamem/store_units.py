@@ -74,6 +74,8 @@ class UnitRows:
                         [(space, a, b, r, float(c), seq0 + i) for i, (a, b, r, c) in enumerate(extras.links)])
         cur.executemany("UPDATE unit_fields SET lifecycle=? WHERE space=? AND amu_id=?",
                         [(life, space, uid) for uid, life in extras.lifecycle.items()])
+        cur.executemany("UPDATE unit_fields SET fields=? WHERE space=? AND amu_id=?",
+                        [(fields, space, uid) for uid, fields in extras.refields])
         for key, value in extras.meta.items():
             self.set_space_meta(space, key, value, cur=cur)
 

@@ -9,6 +9,7 @@ import pytest
 
 from etamem.fta.links import (
     Link,
+    LinkDecision,
     LinkEnd,
     LLMLinkClassifier,
     Neighbour,
@@ -172,8 +173,17 @@ def test_parse_link_reply():
     assert parse_link_reply({"links": [{"id": "a", "relation": "updates", "confidence": "high"},
                                        {"id": "b", "relation": "none"},
                                        {"id": "c", "relation": "Supports", "confidence": 0.4}]}, ["a", "b", "c"]) == \
-        [("a", "updates", 0.9), ("c", "supports", 0.4)]
+        [LinkDecision("a", "updates", 0.9), LinkDecision("c", "supports", 0.4)]
+    # the paper's form: memory_updates with lifecycle suggestions (a word outside the vocabulary: none)
+    assert parse_link_reply({"memory_updates": [
+        {"memory_id": "a", "relation": "followup_of", "relation_confidence": "medium",
+         "lifecycle_status": "Completed", "completeness": "complete"},
+        {"memory_id": "b", "relation": "unknown", "lifecycle_status": "archived"},
+        {"memory_id": "c", "relation": "contradicts", "lifecycle_status": "gone", "completeness": "unknown"}]},
+        ["a", "b", "c"]) == [LinkDecision("a", "followup_of", 0.6, "completed", "complete"),
+                             LinkDecision("c", "contradicts", 0.5, None, "unknown")]
     for bad in ({"relations": []}, {"links": [{"relation": "updates"}]},
+                {"memory_updates": [{"memory_id": "zz", "relation": "updates"}]},
                 {"links": [{"id": "zz", "relation": "updates"}]},
                 {"links": ["a"]}):
         with pytest.raises(ValueError):
@@ -211,6 +221,6 @@ def test_llm_links_without_a_reply_raise(chat_server, minilm):
 def test_rule_classifier_skips_units_without_ids():
     new = unit("n", "Caroline lives in Seattle now.", day=5)
     old = unit("o", "Caroline lives in Boston.")
-    assert RuleLinkClassifier().classify(new, [Neighbour(old, 0.7)]) == [("o", "supersedes", 0.85)]
+    assert RuleLinkClassifier().classify(new, [Neighbour(old, 0.7)]) == [LinkDecision("o", "supersedes", 0.85)]
     from dataclasses import replace
     assert RuleLinkClassifier().classify(new, [Neighbour(replace(old, unit_id=None), 0.7)]) == []

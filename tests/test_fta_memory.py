@@ -211,13 +211,13 @@ def scripted_llm(request: dict) -> str:
     import re
 
     prompt = request["messages"][-1]["content"]
-    if prompt.startswith("You split a stretch"):
+    if prompt.startswith("You cut the raw turns"):
         b, e = map(int, re.search(r"Turns (\d+) to (\d+)", prompt).groups())
         return json.dumps({"segments": [{"turn_span": [i, min(i + 2, e)], "boundary_trigger": "topic_shift"}
                                          for i in range(b, e + 1, 3)]})
-    if prompt.startswith("You build long-term memory units"):
-        b, e = map(int, re.search(r"Segment, turns (\d+) to (\d+)", prompt).groups())
-        segment = prompt.split("Segment, turns", 1)[1]
+    if prompt.startswith("You are the memory-unit builder"):
+        b, e = map(int, re.search(r"this segment, turns (\d+) to (\d+)", prompt).groups())
+        segment = prompt.split("this segment, turns", 1)[1]
         base = {"summary": "unknown", "event_time": "unknown", "emotion_or_state": "unknown",
                 "intention_or_plan": "unknown", "evidence_turn_span": [b, e], "completes": None}
         if "planning to go camping" in segment:
@@ -235,16 +235,16 @@ def scripted_llm(request: dict) -> str:
             return _units({**base, "text": "Caroline lives in Boston.", "content_type": "current_state",
                            "time_orientation": "present", "participants": ["Caroline"], "status": "complete"})
         return _units()
-    if prompt.startswith("You keep a long-term memory consistent"):
-        new = prompt.split("Older units:", 1)[0]
+    if prompt.startswith("You maintain the relations"):
+        new = prompt.split("Candidate older units", 1)[0]
         links = []
-        for uid, text in re.findall(r"^- (\S+) \(said [^)]*\): (.*)$", prompt.split("Older units:", 1)[1], re.M):
+        for uid, text in re.findall(r"^- (\S+) \(said [^)]*\): (.*)$", prompt.split("Candidate older units", 1)[1], re.M):
             if "Seattle" in new and "Boston" in text:
                 links.append({"id": uid, "relation": "supersedes", "confidence": "high"})
             else:
                 links.append({"id": uid, "relation": "none", "confidence": "low"})
         return json.dumps({"links": links})
-    if prompt.startswith("You turn a question into a search query"):
+    if prompt.startswith("You turn a question into an evidence-oriented search query"):
         return "Caroline home city where she lives"
     return "Seattle."
 
@@ -273,7 +273,7 @@ def test_llm_path_end_to_end_counts_calls_per_stage(tmp_path, minilm, chat_serve
     assert len(moved) == 1 and mem.get(moved[0].target).text == "Caroline lives in Boston."
     assert [u.status for u in mem.history(moved[0].source)] == ["superseded", "final"]
     # construction at the paper's temperature 0.7 (fta_construction_temperature), rewrite and answer at 0
-    fta_prompts = ("You split a stretch", "You build long-term memory units", "You keep a long-term memory")
+    fta_prompts = ("You cut the raw turns", "You are the memory-unit builder", "You maintain the relations")
     construction = [r for r in chat_server.requests if r["messages"][-1]["content"].startswith(fta_prompts)]
     assert len(construction) >= 8 and {r.get("temperature") for r in construction} == {0.7}
     before = len(chat_server.requests)

@@ -11,7 +11,8 @@
   Event tree, text embedding: Unified Semantic) or non-neutral (all in the Affect tree,
   affective embedding: Unified Affective);
 - `fta`, `fta_fixed`, `fta_session`, `fta_turn_pair`: FTA-Mem stores (`Config(method="fta")`)
-  segmented by BWS, fixed windows, whole sessions or turn pairs (`FTA_SEGMENTATION`);
+  segmented by BWS, fixed windows, whole sessions or turn pairs, or with fewer anchors
+  (`FTA_CONSTRUCTIONS`, their segmentation modes in `FTA_SEGMENTATION`);
 - `CachingExtractor`: per-turn extraction cached by content hash (LongMemEval sessions repeat
   across questions), in an SQLite table; a turn the LLM extractor left to its rule fallback,
   or could not extract (`ExtractionUnavailable`), is not cached.
@@ -29,10 +30,19 @@ import numpy as np
 from ..extraction import Extraction, turn_text
 from ..types import Turn
 
+# FTA-Mem stores (Config method "fta") and the Config values each is built with: segmentation modes (the
+# paper's granularity and fixed-window comparisons; "fta_fixed" is the paper's fixed window with the
+# detector) and the anchors a unit is represented by (its Fig. 3 ablations)
+FTA_CONSTRUCTIONS: dict[str, dict[str, str]] = {
+    "fta": {"fta_segmentation": "bws"}, "fta_fixed": {"fta_segmentation": "fixed-detect"},
+    "fta_plain_fixed": {"fta_segmentation": "fixed"}, "fta_session": {"fta_segmentation": "session"},
+    "fta_turn_pair": {"fta_segmentation": "turn-pair"},
+    "fta_no_time": {"fta_anchors": "no-time"}, "fta_no_affect": {"fta_anchors": "no-affect"},
+    "fta_fact_only": {"fta_anchors": "fact-only"},
+}
+FTA_SEGMENTATION = {k: v.get("fta_segmentation", "bws") for k, v in FTA_CONSTRUCTIONS.items()}
 CONSTRUCTIONS = ("amu", "turn", "shared_text", "shared_affect", "unified_semantic", "unified_affective",
-                 "fta", "fta_fixed", "fta_session", "fta_turn_pair")
-# FTA-Mem stores (Config method "fta"), by segmentation mode (the paper's granularity ablations)
-FTA_SEGMENTATION = {"fta": "bws", "fta_fixed": "fixed", "fta_session": "session", "fta_turn_pair": "turn-pair"}
+                 *FTA_CONSTRUCTIONS)
 
 
 class TurnExtractor:

@@ -11,9 +11,13 @@ share the `amu` store. A system with a `time_store` takes its Event and Affect v
 construction and its Time view, merge scoring and raw turns from that store (`composite.py`).
 `full-context` puts the whole conversation in the answer prompt (LLM only). FTA-Mem systems
 (`fta*`) call `Memory.retrieve` on an FTA store (`Config(method="fta")`, one per segmentation
-mode); `fta-no-links` / `fta-no-cue` / `fta-no-bm25` (the paper's score, no lexical term) /
-`fta-flat-packet` change only the query-time config, and
+mode or anchor set, `ablations.FTA_CONSTRUCTIONS`); `fta-no-links` / `fta-no-cue` / `fta-no-bm25`
+(the paper's score, no lexical term) / `fta-flat-packet` / `fta-no-aux` / `fta-no-rewrite` /
+`fta-question-only` change only the query-time config, and
 `etamem-over-fta` runs ETAMem's routed retrieval over the `fta` store's units (the two combined).
+Group `fta-paper`: the systems of the FTA-Mem paper's Tables 6-8 and Fig. 3. Without an LLM,
+`fta-no-rewrite` ranks as `fta` (there is no rewrite to leave out) and `fta-question-only`
+retrieves nothing (its row is empty; with an LLM it answers from an empty packet).
 
 Table 5 of the paper: Unified Semantic = `unified-semantic`, Unified Affective =
 `unified-affective`, Unified Temporal = `time-only`; Shared Text / Shared Affect (§4.3.2) =
@@ -101,11 +105,18 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _eta("narrow-beam", "beam 10, budget 80 (the defaults before 2026-12-03)",
          overrides=(("beam_width", 10), ("route_budget", 80))),
     _fta("fta", "FTA-Mem (BWS)"),
-    _fta("fta-fixed-window", "FTA-Mem, fixed windows", construction="fta_fixed"),
+    _fta("fta-fixed-window", "FTA-Mem, fixed windows with the detector", construction="fta_fixed"),
+    _fta("fta-plain-windows", "FTA-Mem, plain fixed windows (no detector)", construction="fta_plain_fixed"),
     _fta("fta-session", "FTA-Mem, session units", construction="fta_session"),
     _fta("fta-turn-pair", "FTA-Mem, turn-pair units", construction="fta_turn_pair"),
     _fta("fta-no-links", "FTA-Mem w/o links", overrides=(("fta_links", False),)),
+    _fta("fta-no-time", "FTA-Mem w/o time anchor", construction="fta_no_time"),
+    _fta("fta-no-affect", "FTA-Mem w/o affect anchor", construction="fta_no_affect"),
+    _fta("fta-fact-only", "FTA-Mem, fact-only units", construction="fta_fact_only"),
+    _fta("fta-question-only", "question only (no memory)", overrides=(("fta_question_only", True),)),
+    _fta("fta-no-rewrite", "FTA-Mem w/o query rewrite", overrides=(("fta_rewrite", False),)),
     _fta("fta-no-cue", "FTA-Mem w/o cue (plain embedding)", overrides=(("fta_cue", False),)),
+    _fta("fta-no-aux", "FTA-Mem w/o auxiliary memory", overrides=(("fta_auxiliary", False),)),
     _fta("fta-no-bm25", "FTA-Mem w/o BM25 (the paper's score)", overrides=(("fta_bm25_weight", 0.0),)),
     _fta("fta-flat-packet", "FTA-Mem, flat packet", overrides=(("fta_packet", "flat"),)),
     _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta",
@@ -132,6 +143,9 @@ def _ladder() -> tuple[SystemSpec, ...]:
 LADDER = _ladder()
 SYSTEMS = SYSTEMS + LADDER
 BY_KEY = {s.key: s for s in SYSTEMS}
+FTA_PAPER = ["fta", "fta-session", "fta-turn-pair", "fta-fixed-window", "fta-no-rewrite", "fta-no-cue",
+             "fta-flat-packet", "fta-no-aux", "fta-no-time", "fta-no-links", "fta-no-affect", "fta-fact-only",
+             "fta-question-only"]
 GROUPS = {
     "baselines": ["full-context", "bm25-turns", "dense-turns", "hybrid-turns", "flat-amus"],
     "views": ["event-only", "affect-only", "time-only", "event+affect", "event+time", "affect+time"],
@@ -144,6 +158,8 @@ GROUPS = {
     "unified": ["unified-semantic", "unified-affective", "time-only"],
     "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
                 "fta-no-cue", "fta-no-bm25", "fta-flat-packet", "etamem-over-fta"],
+    # the FTA-Mem paper's Table 6 (granularity), Table 7 (fixed window), Table 8 and Fig. 3 (ablations)
+    "fta-paper": FTA_PAPER,
     "paper-to-default": [s.key for s in LADDER],
     "all": [s.key for s in SYSTEMS if s not in LADDER],
 }

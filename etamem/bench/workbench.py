@@ -19,6 +19,7 @@ from ..config import Config
 from ..types import Hit, StageCost
 from .ablations import (
     CONSTRUCTIONS,
+    FTA_CONSTRUCTIONS,
     FTA_SEGMENTATION,
     CachingExtractor,
     SharedAffectEncoder,
@@ -174,7 +175,7 @@ class Workbench:
             self._recover(construction)
             encoder, tagger, config = self.text_encoder, self.affect_tagger, self.config
             if construction in FTA_SEGMENTATION:
-                config = config.replace(method="fta", units="auto", fta_segmentation=FTA_SEGMENTATION[construction])
+                config = config.replace(method="fta", units="auto", **FTA_CONSTRUCTIONS[construction])
             elif construction == "shared_text":
                 tagger = SharedTextTagger(tagger, encoder)
             elif construction == "shared_affect":

@@ -2,7 +2,9 @@
 
 `unit_to_json(unit) -> str` and `unit_from_json(text) -> FTAUnit` round-trip every field of
 `FTAUnit` (datetimes as ISO 8601 with their offset). `FORMAT` is written into each object so
-that a later layout can be told apart.
+that a later layout can be told apart. The `lifecycle` object (the paper's lifecycle) is an
+optional key of format 1: a row written before it reads as `Lifecycle()`, and a reader that
+does not know it ignores it, so adding it needed no format change.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor
+from .units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, Lifecycle, TimeAnchor
 
 FORMAT = 1
 
@@ -37,6 +39,8 @@ def unit_to_dict(unit: FTAUnit) -> dict[str, Any]:
                    "emotions": list(a.emotions), "intention": a.intention},
         "evidence": [{"session_id": e.session_id, "turn_ids": list(e.turn_ids), "start_time": _iso(e.start_time),
                       "end_time": _iso(e.end_time)} for e in unit.evidence],
+        "lifecycle": {"status": unit.lifecycle.status, "completeness": unit.lifecycle.completeness,
+                      "updated_at": _iso(unit.lifecycle.updated_at)},
     }
 
 
@@ -53,7 +57,13 @@ def unit_from_dict(d: dict[str, Any]) -> FTAUnit:
         evidence=tuple(EvidenceSpan(e["session_id"], tuple(e["turn_ids"]), _time(e["start_time"]),
                                     _time(e["end_time"])) for e in d["evidence"]),
         speaker=d["speaker"], completeness=d["completeness"], awaiting=d["awaiting"], status=d["status"],
-        unit_id=d["unit_id"], space=d["space"])
+        unit_id=d["unit_id"], space=d["space"], lifecycle=_lifecycle(d.get("lifecycle")))
+
+
+def _lifecycle(d: dict[str, Any] | None) -> Lifecycle:
+    if not d:
+        return Lifecycle()
+    return Lifecycle(d.get("status", "unknown"), d.get("completeness", "unknown"), _time(d.get("updated_at")))
 
 
 def unit_to_json(unit: FTAUnit) -> str:

@@ -12,9 +12,10 @@ links against the space's stored units, and the store rows that go with them.
 3. vectors: rho(m) (`retrieval_text`) with the text encoder, affective vectors from the tagger.
 
 `FTABuilder.link(batch, live, store)` then classifies each new unit against its nearest older units
-(candidates by the unit vectors of the live index, compared by `link_text` vectors) and returns
-the `UnitExtras` (fields, links, lifecycle changes, state) written with the units in one
-transaction. A stored FTA unit is an AMU (id, fact text, speaker, dialogue time, evidence turns,
+(candidates by the unit vectors of the live index, compared by `link_text` vectors; sharing a
+participant only with `fta_link_candidates="shared-participant"`) and returns the `UnitExtras`
+(fields, links, lifecycle changes, the rewritten fields of older units whose paper lifecycle a
+link changed, state) written with the units in one transaction. A stored FTA unit is an AMU (id, fact text, speaker, dialogue time, evidence turns,
 affect label) plus its fields row; ETAMem's views index it like any AMU (`units="fta"`).
 """
 from __future__ import annotations
@@ -29,9 +30,19 @@ from ..retrieval import turn_text
 from ..store_sql import UnitExtras
 from ..types import AMU, Turn
 from .codec import unit_from_json, unit_to_json, units_from_json, units_to_json
-from .links import LIFECYCLE, RELATIONS, LLMLinkClassifier, Neighbour, RuleLinkClassifier, link_text, nearest_older
+from .links import (
+    LIFECYCLE,
+    RELATIONS,
+    LLMLinkClassifier,
+    Neighbour,
+    RuleLinkClassifier,
+    as_decision,
+    lifecycle_update,
+    link_text,
+    nearest_older,
+)
 from .segmentation import LLMBoundaryDetector, OfflineBoundaryDetector, segment_session
-from .units import FTAUnit, LLMUnitExtractor, RuleUnitExtractor, construct_units, retrieval_text
+from .units import FTAUnit, LLMUnitExtractor, RuleUnitExtractor, construct_units, initial_lifecycle, retrieval_text
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +103,18 @@ class FTABuilder:
                            else RuleLinkClassifier())
         self.stats = {"turns": 0, "segments": 0, "windows": 0, "units": 0, "fused": 0, "links": 0}
 
+    @property
+    def same_participants(self) -> bool:
+        """Whether link candidates must share a participant (`fta_link_candidates`)."""
+        return self.config.fta_link_candidates == "shared-participant"
+
+    @property
+    def keep_qa(self) -> bool:
+        """Whether cuts may not separate a question from its reply (`fta_qa_veto`): "offline" vetoes
+        the offline detector's cuts and plain windows, not the LLM detector's."""
+        veto = self.config.fta_qa_veto
+        return veto == "all" or (veto == "offline" and not isinstance(self.detector, LLMBoundaryDetector))
+
     # --- construction -------------------------------------------------------------------------
     def build(self, turns: Sequence[Turn], complete: bool, carried: Sequence[FTAUnit],
               timed: Callable[[str], Any]) -> FTABatch:
@@ -100,7 +123,7 @@ class FTABuilder:
         cfg = self.config
         with timed("extract"):
             seg = segment_session(turns, self.detector, mode=cfg.fta_segmentation, window=cfg.fta_window,
-                                  complete=complete)
+                                  complete=complete, keep_qa=self.keep_qa)
             final = [s for s in seg.segments if s.final]
             done_ids = {t for s in final for t in s.turn_ids}
             done = [t for t in turns if t.turn_id in done_ids]
@@ -108,7 +131,7 @@ class FTABuilder:
         units = _unique_ids(made.units)
         speakers = {t.turn_id: t.speaker for t in turns}
         amus = [unit_amu(u, speakers.get(u.turn_ids[0], u.speaker)) for u in units]
-        texts = [retrieval_text(u) for u in units]
+        texts = [retrieval_text(u, cfg.fta_anchors) for u in units]
         with timed("encode"):
             vecs = np.asarray(self.encoder.encode(texts + [turn_text(t) for t in done]), np.float32)
             if not len(vecs):
@@ -130,9 +153,10 @@ class FTABuilder:
         (`older_ids` with their unit vectors (n, d_t), `load(ids) -> {id: FTAUnit}` reads stored
         ones; units earlier in the batch count as older too), lifecycle changes and the carried
         state. `enabled=False` (the no-links ablation): fields and state only."""
-        units = {u.unit_id: u for u in batch.units}
+        units = {u.unit_id: replace(u, lifecycle=initial_lifecycle(u)) for u in batch.units}
         links: list[tuple[str, str, str, float]] = []
         lifecycle: dict[str, str] = {}
+        changed: dict[str, FTAUnit] = {}  # stored units whose paper lifecycle a link changed
         if enabled and batch.units:
             stored: dict[str, FTAUnit] = {}
             link_vecs = np.asarray(self.encoder.encode([link_text(u) for u in batch.units]), np.float32)
@@ -147,23 +171,35 @@ class FTABuilder:
                 rows = np.asarray(self.encoder.encode([link_text(p) for p in pool]), np.float32)
                 neighbours: list[Neighbour] = nearest_older(unit, link_vecs[i], pool, rows,
                                                             top_m=self.config.fta_link_top,
-                                                            floor=self.config.fta_link_floor)
+                                                            floor=self.config.fta_link_floor,
+                                                            same_participants=self.same_participants)
                 if not neighbours:
                     continue
-                for target, relation, confidence in self.classifier.classify(unit, neighbours):
+                for decision in map(as_decision, self.classifier.classify(unit, neighbours)):
+                    target, relation = decision.target, decision.relation
                     if relation not in RELATIONS or target == unit.unit_id:
                         continue
-                    links.append((unit.unit_id, target, relation, float(confidence)))
-                    status = LIFECYCLE.get(relation)
-                    if status is None:
+                    links.append((unit.unit_id, target, relation, float(decision.confidence)))
+                    old = units.get(target) or changed.get(target) or stored.get(target)
+                    if old is None:
                         continue
+                    status = LIFECYCLE.get(relation)
+                    life = lifecycle_update(relation, units[unit.unit_id], old, status=decision.lifecycle,
+                                            completeness=decision.completeness)
+                    if status is None and life is None:
+                        continue
+                    old = replace(old, status=status or old.status, lifecycle=life or old.lifecycle)
                     if target in units:
-                        units[target] = replace(units[target], status=status)
-                    else:
+                        units[target] = old
+                        continue
+                    if status is not None:
                         lifecycle[target] = status
+                    if life is not None:
+                        changed[target] = old
             self.stats["links"] += len(links)
         fields = [(u.unit_id, u.status, unit_to_json(u)) for u in units.values()]
         return UnitExtras(fields=fields, links=links, lifecycle=lifecycle,
+                          refields=[(uid, unit_to_json(u)) for uid, u in changed.items()],
                           meta={CARRIED_KEY: units_to_json(batch.carried)})
 
     def _pool(self, vec: np.ndarray, older_ids: list[str], older_vecs: np.ndarray, batch: FTABatch,

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class LinkInfo:
     """One link, from the newer unit (`source`) to the older one (`target`), with both ends' text
-    and lifecycle status (final / superseded / contradicted / partial)."""
+    and lifecycle status (final / superseded / contradicted / partial), and the older FTA unit's
+    paper lifecycle (`etamem.fta.packet.lifecycle_text`, "" when unknown or for an AMU)."""
 
     source: str
     target: str
@@ -25,6 +26,7 @@ class LinkInfo:
     target_text: str
     source_status: str
     target_status: str
+    target_lifecycle: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -33,10 +35,12 @@ class LinkInfo:
 def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     """The links of `space` (touching `unit_id` when given), oldest first."""
     from .engine import load_units
+    from .packet import lifecycle_text
 
     links = mem.links(space, unit_id)
     ids = sorted({x for link in links for x in (link.source, link.target)})
-    units = {uid: (u.text, u.status) for uid, u in load_units(mem.store, space, ids).items()}
+    loaded = load_units(mem.store, space, ids)
+    units = {uid: (u.text, u.status) for uid, u in loaded.items()}
     amus = [i for i in ids if i not in units]  # AMUs (supersedes links): status from the links
     if amus:
         from ..currency import with_status
@@ -50,19 +54,22 @@ def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     out = []
     for link in links:
         (s_text, s_status), (t_text, t_status) = end(link.source), end(link.target)
+        older = loaded.get(link.target)
         out.append(LinkInfo(link.source, link.target, link.relation, round(link.confidence, 3), s_text, t_text,
-                            s_status, t_status))
+                            s_status, t_status, lifecycle_text(older) if older is not None else ""))
     return out
 
 
 @dataclass(frozen=True)
 class ChainStep:
-    """One version of a fact that changed: unit id, text, date said (ISO), status."""
+    """One version of a fact that changed: unit id, text, date said (ISO), status, and for an FTA
+    unit its paper lifecycle in words ("" when unknown)."""
 
     unit_id: str
     text: str
     said: str
     status: str
+    lifecycle: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,6 +79,7 @@ def fact_chains(mem, space: str, unit_id: str | None = None) -> list[list[ChainS
     """The versions of every fact of `space` that changed (those of `unit_id`), each chain oldest
     first, chains in the order of their newest version."""
     from ..supersession import REPLACING
+    from .packet import lifecycle_text
 
     links = [link for link in mem.links(space, unit_id) if link.relation in REPLACING]
     seen: set[str] = set()
@@ -83,7 +91,8 @@ def fact_chains(mem, space: str, unit_id: str | None = None) -> list[list[ChainS
         ids = [getattr(v, "amu_id", None) or v.unit_id for v in versions]
         seen.update(ids)
         chains.append([ChainStep(i, v.text, (getattr(v, "timestamp", None) or v.dialogue_time).isoformat(),
-                                 v.status) for i, v in zip(ids, versions)])
+                                 v.status, lifecycle_text(v) if hasattr(v, "lifecycle") else "")
+                       for i, v in zip(ids, versions)])
     return sorted(chains, key=lambda c: c[-1].said)
 
 
@@ -100,8 +109,9 @@ def render_links(infos: list[LinkInfo]):
     for col in ("newer unit", "relation", "older unit"):
         table.add_column(col, overflow="fold")
     for i in infos:
+        life = f"\n{i.target_lifecycle}" if i.target_lifecycle else ""
         table.add_row(f"{i.source} [{i.source_status}]\n{i.source_text}", f"{i.relation} ({i.confidence:.2f})",
-                      f"{i.target} [{i.target_status}]\n{i.target_text}")
+                      f"{i.target} [{i.target_status}]\n{i.target_text}{life}")
     return table
 
 

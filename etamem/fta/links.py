@@ -12,7 +12,11 @@ reply). `supersedes`: the newer unit replaces the older (another value of the sa
 stays true. A link is stored once with its direction and read from both ends
 (`UnitGraph.links_of` shows "superseded_by", "contradicted_by", ... at the older end).
 Lifecycle: the older unit of a `supersedes` link becomes `superseded`, of a `contradicts` link
-`contradicted` (the latest such link decides); both stay stored and retrievable.
+`contradicted` (the latest such link decides); both stay stored and retrievable. Beside that
+state, each link may change the older unit's paper lifecycle (`Lifecycle`: pending / completed /
+contradicted / archived / unknown, completeness complete / partial / unknown) with the newer
+unit's event time as its update time: the LLM suggests both values per candidate, the rules
+(`lifecycle_update`) derive them from the relation.
 `history(unit_id)` is the unit's chain of versions (units joined by supersedes / updates /
 contradicts / followup_of links), oldest to newest.
 """
@@ -22,7 +26,8 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Protocol, Sequence
+from datetime import datetime
+from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -31,7 +36,7 @@ from ..llm import LLMError, LLMUnavailable
 from ..prompts_io import load_prompt, render_prompt
 from ..supersession import DISLIKE, LIKE, NEGATION, attitude, negated, supersedes
 from . import rules
-from .units import FTAUnit, retrieval_text
+from .units import LIFECYCLE_COMPLETENESS, LIFECYCLE_STATES, FTAUnit, Lifecycle, initial_lifecycle, retrieval_text
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +77,64 @@ class Neighbour:
     similarity: float
 
 
-class LinkClassifier(Protocol):
-    """`classify(new, neighbours) -> [(older unit id, relation, confidence)]` (relations in
-    RELATIONS; pairs without a relation are left out)."""
+class LinkDecision(NamedTuple):
+    """A classified pair: the older unit `target`, the `relation` (RELATIONS) and its confidence,
+    and the lifecycle values suggested for the older unit (None: derive them from the relation)."""
 
-    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]: ...
+    target: str
+    relation: str
+    confidence: float
+    lifecycle: str | None = None
+    completeness: str | None = None
+
+
+class LinkClassifier(Protocol):
+    """`classify(new, neighbours) -> [LinkDecision]` (relations in RELATIONS; pairs without a
+    relation are left out; a plain (id, relation, confidence) tuple is read as a decision)."""
+
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple]: ...
+
+
+def as_decision(item: Sequence) -> LinkDecision:
+    """A classifier's item as a `LinkDecision` (a 3-tuple gets no lifecycle suggestion)."""
+    return item if isinstance(item, LinkDecision) else LinkDecision(*item)
+
+
+# --- the paper's lifecycle -----------------------------------------------------------------------
+def event_time(unit: FTAUnit) -> datetime:
+    """When the unit's situation happened: its resolved event start, else its dialogue time."""
+    return unit.time.event_start if unit.time.event_start is not None else unit.dialogue_time
+
+
+def lifecycle_update(relation: str, new: FTAUnit, old: FTAUnit, *, status: str | None = None,
+                     completeness: str | None = None) -> Lifecycle | None:
+    """The older unit's lifecycle after a `relation` link from `new`, or None when it does not
+    change. `status` / `completeness`: the classifier's suggestion (the LLM's), used when it is
+    one of LIFECYCLE_STATES / LIFECYCLE_COMPLETENESS other than "unknown" ("unknown" changes
+    nothing). Without one, the rules: contradicts -> contradicted; supersedes -> archived;
+    followup_of or updates of a pending unit by a report that is not itself a plan -> completed
+    and complete; updates / same_episode_as of a partial unit by a complete one -> complete;
+    supports changes nothing. `updated_at` is the new unit's event time."""
+    cur = old.lifecycle
+    suggested = status in LIFECYCLE_STATES and status != "unknown"
+    suggested_c = completeness in LIFECYCLE_COMPLETENESS and completeness != "unknown"
+    new_status, new_comp = cur.status, cur.completeness
+    if suggested or suggested_c:
+        new_status = status if suggested else cur.status
+        new_comp = completeness if suggested_c else cur.completeness
+    elif relation == "contradicts":
+        new_status = "contradicted"
+    elif relation == "supersedes":
+        new_status = "archived"
+    elif relation in ("followup_of", "updates") and (cur.status == "pending" or old.completeness == "pending") \
+            and new.completeness != "pending" and new.time.orientation != "future":
+        new_status, new_comp = "completed", "complete"
+    elif relation in ("updates", "same_episode_as") and cur.completeness == "partial" \
+            and new.completeness == "complete":
+        new_comp = "complete"
+    if (new_status, new_comp) == (cur.status, cur.completeness):
+        return None
+    return Lifecycle(new_status, new_comp, event_time(new))
 
 
 # --- candidates ----------------------------------------------------------------------------
@@ -91,7 +149,8 @@ def nearest_older(unit: FTAUnit, vector: np.ndarray, pool: Sequence[FTAUnit], ve
                   top_m: int = 5, floor: float = 0.5, same_participants: bool = True) -> list[Neighbour]:
     """The `top_m` units of `pool` (all older than `unit`; `vectors` their unit rows) whose cosine
     to `vector` is at least `floor`, most similar first (ties: the newer first), sharing a
-    participant when `same_participants`."""
+    participant when `same_participants` (the engine's `fta_link_candidates="shared-participant"`;
+    the paper takes candidates by similarity alone)."""
     if not len(pool):
         return []
     sims = np.asarray(vectors, np.float32) @ np.asarray(vector, np.float32)
@@ -238,13 +297,13 @@ class RuleLinkClassifier:
         self.same_episode = same_episode
         self.supports = supports
 
-    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]:
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[LinkDecision]:
         out = []
         for nb in neighbours:
             got = classify_pair(new, nb.unit, nb.similarity, strict=self.strict, same_episode=self.same_episode,
                                 supports=self.supports)
             if got is not None and nb.unit.unit_id is not None:
-                out.append((nb.unit.unit_id, got[0], got[1]))
+                out.append(LinkDecision(nb.unit.unit_id, got[0], got[1]))
         return out
 
 
@@ -257,24 +316,38 @@ def _confidence(value: Any) -> float:
     return 0.5
 
 
-def parse_link_reply(reply: Any, ids: Sequence[str]) -> list[tuple[str, str, float]]:
-    """(id, relation, confidence) from a `{"links": [{"id", "relation", "confidence"}]}` reply;
-    ValueError when it is not of that form or names an id that was not offered. Relations
-    outside RELATIONS ("none", "unknown", ...) mean no link."""
-    items = reply.get("links") if isinstance(reply, dict) else reply
+def _word(value: Any) -> str | None:
+    return value.strip().lower() if isinstance(value, str) and value.strip() else None
+
+
+def parse_link_reply(reply: Any, ids: Sequence[str]) -> list[LinkDecision]:
+    """Decisions from a `{"memory_updates": [{"memory_id", "relation", "relation_confidence",
+    "lifecycle_status", "completeness"}]}` reply (the paper's form; `{"links": [{"id",
+    "relation", "confidence"}]}` is read too); ValueError when it is not of that form or names
+    an id that was not offered. Relations outside RELATIONS ("unknown", "none", ...) mean no
+    link; a lifecycle value outside the paper's vocabulary reads as no suggestion."""
+    items = None
+    if isinstance(reply, dict):
+        items = reply.get("memory_updates", reply.get("links"))
+    elif isinstance(reply, list):
+        items = reply
     if not isinstance(items, list):
-        raise ValueError('expected {"links": [{"id": ..., "relation": ..., "confidence": ...}]}')
+        raise ValueError('expected {"memory_updates": [{"memory_id": ..., "relation": ..., ...}]}')
     offered = set(ids)
-    out: list[tuple[str, str, float]] = []
+    out: list[LinkDecision] = []
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            raise ValueError(f"link item must be an object with a string id, got {item!r}")
-        if item["id"] not in offered:
-            raise ValueError(f"link names {item['id']!r}, which is not one of the candidates")
-        rel = item.get("relation")
-        rel = rel.strip().lower() if isinstance(rel, str) else ""
-        if rel in RELATIONS:
-            out.append((item["id"], rel, _confidence(item.get("confidence"))))
+        uid = item.get("memory_id", item.get("id")) if isinstance(item, dict) else None
+        if not isinstance(uid, str):
+            raise ValueError(f"update item must be an object with a string memory_id, got {item!r}")
+        if uid not in offered:
+            raise ValueError(f"update names {uid!r}, which is not one of the candidates")
+        rel = _word(item.get("relation")) or ""
+        if rel not in RELATIONS:
+            continue
+        life, comp = _word(item.get("lifecycle_status")), _word(item.get("completeness"))
+        out.append(LinkDecision(uid, rel, _confidence(item.get("relation_confidence", item.get("confidence"))),
+                                life if life in LIFECYCLE_STATES else None,
+                                comp if comp in LIFECYCLE_COMPLETENESS else None))
     return out
 
 
@@ -302,12 +375,13 @@ class LLMLinkClassifier:
 
     def build_messages(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[dict[str, str]]:
         cands = "\n".join(f"- {nb.unit.unit_id} (said {prompt_datetime(nb.unit.dialogue_time)}, "
-                          f"status {nb.unit.status}): {retrieval_text(nb.unit)}" for nb in neighbours)
+                          f"lifecycle {nb.unit.lifecycle.status}, completeness {nb.unit.lifecycle.completeness}): "
+                          f"{retrieval_text(nb.unit)}" for nb in neighbours)
         text = render_prompt(self.prompt, new_id=new.unit_id or "new", new_date=prompt_datetime(new.dialogue_time),
                              new_unit=retrieval_text(new), candidates=cands)
         return [{"role": "user", "content": text}]
 
-    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[tuple[str, str, float]]:
+    def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[LinkDecision]:
         if not neighbours:
             return []
         ids = [nb.unit.unit_id for nb in neighbours if nb.unit.unit_id is not None]
@@ -315,7 +389,7 @@ class LLMLinkClassifier:
         try:
             out = self.llm.complete_json(self.build_messages(new, neighbours), stage=self.STAGE,
                                          validate=lambda r: parse_link_reply(r, ids), **params)
-            if not (isinstance(out, list) and all(isinstance(x, tuple) for x in out)):
+            if not (isinstance(out, list) and all(isinstance(x, LinkDecision) for x in out)):
                 out = parse_link_reply(out, ids)
         except LLMUnavailable:
             raise
@@ -332,12 +406,22 @@ class LLMLinkClassifier:
 
 
 # --- lifecycle and history ---------------------------------------------------------------------
-def apply_lifecycle(units: dict[str, FTAUnit], link: Link) -> None:
-    """Mark the older unit of an updates / contradicts link superseded / contradicted (in place)."""
+def apply_lifecycle(units: dict[str, FTAUnit], link: Link, decision: LinkDecision | None = None) -> None:
+    """Mark the older unit of a supersedes / contradicts link superseded / contradicted, and set
+    its paper lifecycle (`lifecycle_update`, with `decision`'s suggestion), in place."""
     status = LIFECYCLE.get(link.relation)
     old = units.get(link.target)
-    if status is not None and old is not None:
-        units[link.target] = replace(old, status=status)
+    if old is None:
+        return
+    if status is not None:
+        old = replace(old, status=status)
+    new = units.get(link.source)
+    if new is not None:
+        life = lifecycle_update(link.relation, new, old, status=decision.lifecycle if decision else None,
+                                completeness=decision.completeness if decision else None)
+        if life is not None:
+            old = replace(old, lifecycle=life)
+    units[link.target] = old
 
 
 def history(unit_id: str, units: dict[str, FTAUnit], links: Iterable[Link],
@@ -411,16 +495,17 @@ class UnitGraph:
             rows = self._matrix[older] if older else np.zeros((0, len(vec)), np.float32)
             neighbours = nearest_older(unit, vec, pool, rows, top_m=self.top_m, floor=self.floor,
                                        same_participants=self.same_participants)
-            self.units[unit.unit_id] = unit
+            self.units[unit.unit_id] = replace(unit, lifecycle=initial_lifecycle(unit))
             self._append_row(unit.unit_id, vec)
-            for target, relation, confidence in self.classifier.classify(unit, neighbours):
+            for decision in map(as_decision, self.classifier.classify(unit, neighbours)):
+                target, relation = decision.target, decision.relation
                 if relation not in RELATIONS or target == unit.unit_id or target not in self.units:
                     continue
-                link = Link(unit.unit_id, target, relation, float(confidence))
+                link = Link(unit.unit_id, target, relation, float(decision.confidence))
                 self.links.append(link)
                 self._by_unit.setdefault(link.source, []).append(link)
                 self._by_unit.setdefault(link.target, []).append(link)
-                apply_lifecycle(self.units, link)
+                apply_lifecycle(self.units, link, decision)
                 new_links.append(link)
         return new_links
 
@@ -443,6 +528,6 @@ class UnitGraph:
 
 
 __all__ = ["CONFIDENCE_WORDS", "HISTORY_RELATIONS", "INVERSE", "LIFECYCLE", "LLMLinkClassifier", "Link",
-           "LinkClassifier",
+           "LinkClassifier", "LinkDecision", "as_decision", "event_time", "lifecycle_update",
            "LinkEnd", "Neighbour", "RELATIONS", "RuleLinkClassifier", "UnitGraph", "apply_lifecycle", "classify_pair",
            "history", "link_text", "nearest_older", "parse_link_reply", "shares_participant"]

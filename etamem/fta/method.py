@@ -43,10 +43,13 @@ class FTAMethod:
 
         live = engine._readable_space(space)
         llm, config = engine.llm, engine.config
+        if config.fta_question_only:  # the paper's question-only baseline: no memory at all
+            return SearchResult([], {"fta": 1.0}, {"fta": k}, {})
         text = rewrite_query(llm, query, now=when) if llm is not None and config.fta_rewrite else query
         q_vec = engine._encode_query(text)  # models run outside the space's locks
         polarity = engine.affect_tagger.tag([query]).polarities[0]
-        provisional = prepare_provisional(engine.store, live.name, engine.affect_tagger, engine._encode_queries)
+        provisional = prepare_provisional(engine.store, live.name, engine.affect_tagger, engine._encode_queries,
+                                          anchors=config.fta_anchors)
         pending = engine.store.count_pending(live.name)
         with live.rw.read(), blas_threads(config.blas_threads):
             return search_fta(live, engine.store, text, q_vec, k, config, now=when, polarity=polarity,

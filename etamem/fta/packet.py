@@ -19,7 +19,7 @@ from ..llm import LLMError
 from ..prompts_io import render_prompt
 from ..timeparse import format_date
 from ..types import Turn
-from .units import FTAUnit
+from .units import FTAUnit, anchors_of
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +86,29 @@ def status_text(unit: FTAUnit) -> str:
     return f"current ({note})" if note else "current"
 
 
-def unit_line(label: str, unit: FTAUnit) -> str:
-    """`label. [date said] fact | time: ... | affect: ... | status: ...` for one unit."""
-    return (f"{label}. [{format_date(unit.dialogue_time)}] {unit.text} | time: {_time_text(unit)} | "
-            f"affect: {_affect_text(unit)} | status: {status_text(unit)}")
+def lifecycle_text(unit: FTAUnit) -> str:
+    """The paper's lifecycle of a unit in words ("lifecycle: completed, complete, updated
+    2023-05-20"), "" while it is unknown / unknown (nothing a link or the extraction said)."""
+    life = unit.lifecycle
+    if life.status == "unknown" and life.completeness == "unknown":
+        return ""
+    when = f", updated {format_date(life.updated_at)}" if life.updated_at is not None else ""
+    return f"lifecycle: {life.status}, {life.completeness}{when}"
+
+
+def unit_line(label: str, unit: FTAUnit, anchors: str = "all") -> str:
+    """`label. [date said] fact | time: ... | affect: ... | status: ... | lifecycle: ...` for one
+    unit; `anchors` ("no-time", "no-affect", "fact-only") leaves the date and time / affect out."""
+    keep = anchors_of(anchors)
+    life = lifecycle_text(unit)
+    date = f"[{format_date(unit.dialogue_time)}] " if "time" in keep else ""
+    parts = [f"{label}. {date}{unit.text}"]
+    if "time" in keep:
+        parts.append(f"time: {_time_text(unit)}")
+    if "affect" in keep:
+        parts.append(f"affect: {_affect_text(unit)}")
+    parts.append(f"status: {status_text(unit)}")
+    return " | ".join(parts + ([life] if life else []))
 
 
 def relation_text(relation: str, primary_label: str) -> str:
@@ -101,7 +120,7 @@ def relation_text(relation: str, primary_label: str) -> str:
     return phrase.format(p=primary_label)
 
 
-def _flat(primary: Sequence[FTAUnit], neighbours: Sequence[tuple[FTAUnit, str, str]]) -> str:
+def _flat(primary: Sequence[FTAUnit], neighbours: Sequence[tuple[FTAUnit, str, str]], dated: bool = True) -> str:
     seen: set[str] = set()
     lines = []
     for unit in [*primary, *(n[0] for n in neighbours)]:
@@ -109,35 +128,41 @@ def _flat(primary: Sequence[FTAUnit], neighbours: Sequence[tuple[FTAUnit, str, s
         if key in seen:
             continue
         seen.add(key)
-        lines.append(f"- [{format_date(unit.dialogue_time)}] {unit.text}")
+        lines.append(f"- [{format_date(unit.dialogue_time)}] {unit.text}" if dated else f"- {unit.text}")
     return "\n".join(lines) or NONE
 
 
 def render_packet(primary: Sequence[FTAUnit], neighbours: Sequence[tuple[FTAUnit, str, str]],
-                  spans: Sequence[tuple[str, list[Turn]]], auxiliary: str, *, flat: bool = False) -> str:
+                  spans: Sequence[tuple[str, list[Turn]]], auxiliary: str, *, flat: bool = False,
+                  anchors: str = "all") -> str:
     """The memory packet (SECTIONS, each "(none)" when empty), units in the order given.
 
     primary: the retrieved units, labelled M1, M2, ...; neighbours: (unit, relation read from
     the primary unit's side as in `UnitGraph.links_of`, that primary's unit id), labelled N1, ...;
     spans: (session id, evidence turns) pairs; auxiliary: the caller's longitudinal memory text.
-    `flat=True` (ablation): one "- [date] text" line per distinct unit, primary first."""
+    `flat=True` (ablation): one "- [date] text" line per distinct unit, primary first.
+    `anchors` without "time" ("no-time", "fact-only"): no dates anywhere, spans included."""
+    dated = "time" in anchors_of(anchors)
     if flat:
-        return _flat(primary, neighbours)
+        return _flat(primary, neighbours, dated)
     labels: dict[str, str] = {}
     prim_lines = []
     for i, unit in enumerate(primary, 1):
         if unit.unit_id is not None:
             labels.setdefault(unit.unit_id, f"M{i}")
-        prim_lines.append(unit_line(f"M{i}", unit))
+        prim_lines.append(unit_line(f"M{i}", unit, anchors))
     nb_lines = []
     for i, (unit, relation, of_id) in enumerate(neighbours, 1):
-        nb_lines.append(f"{unit_line(f'N{i}', unit)} | link: {relation_text(relation, labels.get(of_id, of_id))}")
+        nb_lines.append(f"{unit_line(f'N{i}', unit, anchors)} | link: "
+                        f"{relation_text(relation, labels.get(of_id, of_id))}")
     span_lines = []
     for session_id, turns in spans:
         if not turns:
             continue
-        span_lines.append(f"Session {session_id} ({format_date(turns[0].timestamp)}):")
-        span_lines.extend(f"  [{format_date(t.timestamp)}] {speaker_name(t.speaker)}: {turn_text(t)}" for t in turns)
+        span_lines.append(f"Session {session_id} ({format_date(turns[0].timestamp)}):" if dated
+                          else f"Session {session_id}:")
+        span_lines.extend(f"  [{format_date(t.timestamp)}] {speaker_name(t.speaker)}: {turn_text(t)}" if dated
+                          else f"  {speaker_name(t.speaker)}: {turn_text(t)}" for t in turns)
     bodies = ["\n".join(prim_lines), "\n".join(nb_lines), "\n".join(span_lines), auxiliary.strip()]
     return "\n\n".join(f"{head}\n{body or NONE}" for head, body in zip(SECTIONS, bodies))
 
@@ -196,4 +221,5 @@ def answer_from_packet(llm: Any, question: str, packet: str, *, question_date: d
 
 __all__ = ["ANSWER_PROMPTS", "ANSWER_STAGE", "MAX_REWRITE_CHARS", "REWRITE_STAGE", "SECTIONS", "answer_from_packet",
            "answer_prompt",
-           "clean_rewrite", "relation_text", "render_packet", "rewrite_query", "status_text", "unit_line"]
+           "clean_rewrite", "lifecycle_text", "relation_text", "render_packet", "rewrite_query", "status_text",
+           "unit_line"]

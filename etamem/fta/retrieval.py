@@ -62,7 +62,7 @@ from ..retrieval.temporal import TimeWindow, is_when_question, parse_time_window
 from ..types import POLARITIES
 from . import rules
 from .links import INVERSE, RELATIONS
-from .units import FTAUnit
+from .units import FTAUnit, anchors_of
 
 WINDOW_KINDS = ("relative", "absolute", "before", "after")  # windows that locate a time
 QUESTION_FORMS = ("when", "feel", "why", "plan", "preference")
@@ -250,16 +250,21 @@ def cue_components(query: str, unit: FTAUnit, *, window: TimeWindow | None, name
 
 
 def cue_score(query: str, unit: FTAUnit, *, window: TimeWindow | None, names: Collection[str],
-              question_type: str | None, polarity: str | None) -> float | None:
-    """c(q, m): the mean of the applicable components (module doc); None when none applies."""
-    parts = cue_components(query, unit, window=window, names=names, question_type=question_type, polarity=polarity)
+              question_type: str | None, polarity: str | None, anchors: str = "all") -> float | None:
+    """c(q, m): the mean of the applicable components (module doc); None when none applies.
+    `anchors` ("no-time", "no-affect", "fact-only"): the time / affect components are left out."""
+    keep = anchors_of(anchors)
+    parts = cue_components(query, unit, window=window if "time" in keep else None, names=names,
+                           question_type=question_type, polarity=polarity if "affect" in keep else None)
     return sum(parts.values()) / len(parts) if parts else None
 
 
-def cues_apply(features: QueryFeatures) -> bool:
+def cues_apply(features: QueryFeatures, anchors: str = "all") -> bool:
     """True when at least one cue component applies to the query (then to every unit)."""
-    return ((features.window is not None and features.window.kind in WINDOW_KINDS) or bool(features.names)
-            or features.question_type in _FORM_TYPES or features.polarity in ("positive", "negative"))
+    keep = anchors_of(anchors)
+    return (("time" in keep and features.window is not None and features.window.kind in WINDOW_KINDS)
+            or bool(features.names) or features.question_type in _FORM_TYPES
+            or ("affect" in keep and features.polarity in ("positive", "negative")))
 
 
 # --- ranking -------------------------------------------------------------------------------
@@ -304,12 +309,13 @@ def max_normalised(scores: np.ndarray | None, n: int) -> np.ndarray:
 
 def rank(q_vec: np.ndarray, vecs: np.ndarray, units: Sequence[FTAUnit], features: QueryFeatures, *,
          lam: float = 0.8, tau: float = 0.35, k: int = 10, cue: bool = True,
-         lexical: np.ndarray | None = None, beta: float = 0.0) -> list[Scored]:
+         lexical: np.ndarray | None = None, beta: float = 0.0, anchors: str = "all") -> list[Scored]:
     """Top-`k` units by S (module doc) among those with S >= `tau`, best first, ties by index.
 
     q_vec: (d,) float32 query vector; vecs: (n, d) float32 L2-normalised rows of rho(unit);
     units: the n units in row order; lexical: (n,) raw BM25 scores of the units (None or beta 0:
-    S = R). `cue=False` scores R by cosine only (the ablation)."""
+    S = R). `cue=False` scores R by cosine only (the ablation); `anchors` leaves the time / affect
+    cue components out (`cue_score`)."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     if not 0.0 <= beta <= 1.0:
@@ -323,13 +329,13 @@ def rank(q_vec: np.ndarray, vecs: np.ndarray, units: Sequence[FTAUnit], features
         return []
     score = cos.copy()
     cues: dict[int, float] = {}
-    if cue and cues_apply(features):
+    if cue and cues_apply(features, anchors):
         # c <= 1, so a unit with S(c = 1) < tau cannot be kept: its cue is not computed
         reachable = (1.0 - beta) * (lam * cos + (1.0 - lam)) + beta * lex >= tau
         score[~reachable] = -np.inf
         for i in np.flatnonzero(reachable):
             c = cue_score(features.text, units[i], window=features.window, names=features.names,
-                          question_type=features.question_type, polarity=features.polarity)
+                          question_type=features.question_type, polarity=features.polarity, anchors=anchors)
             if c is not None:
                 cues[int(i)] = c
                 score[i] = lam * cos[i] + (1.0 - lam) * c

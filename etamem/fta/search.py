@@ -4,12 +4,14 @@
 by cosine (at least 4·k) and as many best by BM25 are read with their fields and ranked by
 S = (1 − β)·(λ·cos + (1 − λ)·cue) + β·BM25ₙ (`etamem.fta.retrieval.rank`: λ `fta_lambda`, β
 `fta_bm25_weight` (0: the paper's score over the cosine pool only), threshold τ `fta_tau`,
-`fta_cue` off = plain cosine). A superseded or contradicted unit is placed right after the unit
-that replaced it, and each hit brings its most confident linked neighbour (`fta_neighbours`),
-listed after the hits with `views == ("fta-link",)`; `fta_links=False` at query time uses no
-link (the ablation). Hits keep their rank order (so `top_k=k` is a prefix of `top_k=K`); the
-answer packet orders them by time. `answer_fta` renders the four-section packet (or the flat
-one, `fta_packet="flat"`) and asks the LLM; without one, the best units are the answer.
+`fta_cue` off = plain cosine, `fta_anchors` leaves the time / affect cues out). A superseded or
+contradicted unit is placed right after the unit that replaced it, and each hit brings its most
+confident linked neighbour (`fta_neighbours`, `views == ("fta-link",)`), placed right after
+that hit (the paper's eq. 10, `fta_neighbour_order="after-hit"`) or after every hit
+("appended"); `fta_links=False` at query time uses no link (the ablation). The hits keep their
+rank order among themselves; the answer packet orders units by time. `fta_question_only`: no
+hit at all (the paper's question-only baseline). `answer_fta` renders the four-section packet
+(or the flat one, `fta_packet="flat"`) and asks the LLM; without one, the best units are the answer.
 
 What was said in the open session is searchable before its segment is finalised: the turns that
 no stored unit cites yet (the space's pending turns, and the turns of the units carried to the
@@ -119,14 +121,16 @@ def provisional_units(turns: Sequence[Turn], tagger) -> list[FTAUnit]:
             for u, t in zip(build_units(drafts, tagger), turns)]
 
 
-def prepare_provisional(store, space: str, tagger, encode: Callable[[list[str]], np.ndarray]) -> Provisional:
+def prepare_provisional(store, space: str, tagger, encode: Callable[[list[str]], np.ndarray], *,
+                        anchors: str = "all") -> Provisional:
     """The space's provisional units with their AMUs and vectors (`encode`: texts -> (n, d)
-    unit rows). Runs the tagger and the encoder: call it before taking the space's read lock."""
+    unit rows of rho(m) with `anchors`). Runs the tagger and the encoder: call it before taking
+    the space's read lock."""
     turns = provisional_turns(store, space)
     if not turns:
         return Provisional()
     units = provisional_units(turns, tagger)
-    vecs = np.asarray(encode([retrieval_text(u) for u in units]), np.float32)
+    vecs = np.asarray(encode([retrieval_text(u, anchors) for u in units]), np.float32)
     amus = [AMU(amu_id=u.unit_id, text=u.text, speaker=t.speaker, timestamp=t.timestamp, session_id=t.session_id,
                 source_turn_ids=(t.turn_id,), polarity=u.affect.label,
                 polarity_scores=tuple(float(x) for x in u.affect.scores), status=PROVISIONAL, space=t.space)
@@ -146,6 +150,8 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     from .retrieval import expand_neighbours, lifecycle_order, query_features, rank
 
     space = live.name
+    if config.fta_question_only:
+        return SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
     ids, vecs, slots = unit_rows(live.index)
     prov = provisional or Provisional()
     cited = live.index.units_of_turn
@@ -183,7 +189,7 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     names = {p for u in cand for p in (*u.participants, u.speaker)}
     features = query_features(query, now, names, polarity=polarity)
     scored = rank(q, rows, cand, features, lam=config.fta_lambda, tau=config.fta_tau, k=k, cue=config.fta_cue,
-                  lexical=lex, beta=beta)
+                  lexical=lex, beta=beta, anchors=config.fta_anchors)
     by_id = {cand[s.index].unit_id: s for s in scored}
     made = {prov.units[i].unit_id: prov.amus[i] for i in keep}
     hit_ids = [cand[s.index].unit_id for s in scored]
@@ -199,17 +205,31 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
             hits.append(Hit(amu, round(float(by_id[u].score), 6), ("fta",), amu.source_turn_ids))
     if config.fta_neighbours and hits:
         chosen = expand_neighbours([u for u in order if u not in made], _link_map(links), exclude=set(order))
-        for u in order:
-            other = chosen.get(u)
-            if other is not None and other in live.index.amu_of and (passes is None or other in passes):
-                amu = live.index.amu_of[other]
-                hits.append(Hit(amu, 0.0, ("fta-link",), amu.source_turn_ids))
+        hits = place_neighbours(hits, chosen, live.index.amu_of, passes, config.fta_neighbour_order)
     traces = {}
     if trace:
         traces["fta"] = [{"unit_id": cand[s.index].unit_id, "score": s.score, "cos": s.cos, "cue": s.cue,
                           "bm25n": s.lexical, "provisional": cand[s.index].unit_id in made} for s in scored]
     window = None if features.window is None else (features.window.start, features.window.end)
     return SearchResult(hits, {"fta": 1.0}, {"fta": k}, {}, window=window, traces=traces, pending_turns=pending)
+
+
+def place_neighbours(hits: list[Hit], chosen: dict[str, str], amu_of: dict[str, AMU], passes: set[str] | None,
+                     order: str = "after-hit") -> list[Hit]:
+    """`hits` with the neighbour `chosen[hit id]` of each hit (score 0, `views == ("fta-link",)`)
+    placed right after its hit (`order="after-hit"`, eq. 10) or after every hit ("appended").
+    A neighbour that is not a live unit, or that the filter (`passes`, None: no filter) rejects,
+    is left out."""
+    out: list[Hit] = []
+    tail: list[Hit] = []
+    for h in hits:
+        out.append(h)
+        other = chosen.get(h.amu.amu_id)
+        if other is None or other not in amu_of or (passes is not None and other not in passes):
+            continue
+        amu = amu_of[other]
+        (out if order == "after-hit" else tail).append(Hit(amu, 0.0, ("fta-link",), amu.source_turn_ids))
+    return out + tail
 
 
 def _hit_unit(amu: AMU) -> FTAUnit:
@@ -247,11 +267,11 @@ def packet_for(store, space: str, hits: list[Hit], config) -> str:
     for t in sorted(store.turns(space, turn_ids=turn_ids), key=lambda t: t.timestamp):
         spans.setdefault(t.session_id, []).append(t)
     speakers = {u.speaker for u in prim} | {p for u in prim for p in u.participants}
-    saved = store.get_space_meta(space, PROFILES_KEY)
+    saved = store.get_space_meta(space, PROFILES_KEY) if config.fta_auxiliary and not config.fta_question_only else None
     aux = render_profiles(profiles_from_json(saved), speakers) if saved else ""
     key = (lambda u: (u.dialogue_time, u.turn_ids))
     return render_packet(sorted(prim, key=key), sorted(neigh, key=lambda n: key(n[0])), list(spans.items()), aux,
-                         flat=config.fta_packet == "flat")
+                         flat=config.fta_packet == "flat", anchors=config.fta_anchors)
 
 
 def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, when: datetime | None) -> Answer:
@@ -270,5 +290,5 @@ def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, w
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))
 
 
-__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "packet_for",
+__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "packet_for", "place_neighbours",
            "prepare_provisional", "provisional_turns", "provisional_units", "search_fta"]

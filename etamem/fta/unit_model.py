@@ -16,6 +16,11 @@ from .segmentation import Segment
 
 COMPLETENESS = ("complete", "partial", "pending", "unknown")
 STATUSES = ("partial", "final", "superseded", "contradicted")
+# the paper's lifecycle of a stored unit, kept by link maintenance beside STATUSES (`Lifecycle`)
+LIFECYCLE_STATES = ("pending", "completed", "contradicted", "archived", "unknown")
+LIFECYCLE_COMPLETENESS = ("complete", "partial", "unknown")
+# which anchors represent a unit (`Config.fta_anchors`): the time and affect anchors kept
+ANCHORS = {"all": ("time", "affect"), "no-time": ("affect",), "no-affect": ("time",), "fact-only": ()}
 CARRIED = ("partial", "pending")  # completeness values that are carried to the next segment
 MAX_CARRIED = 8
 
@@ -63,6 +68,18 @@ class EvidenceSpan:
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """The paper's lifecycle of a stored unit: `status` (LIFECYCLE_STATES), `completeness`
+    (LIFECYCLE_COMPLETENESS) and `updated_at`, the event time of the newer unit whose link last
+    changed them (None until a link does). Kept beside `FTAUnit.status` (superseded /
+    contradicted), which decides the ranking; this record is shown, not ranked on."""
+
+    status: str = "unknown"
+    completeness: str = "unknown"
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class FTAUnit:
     """A Fact-Time-Affect unit (see the module doc). `unit_id` is None while the unit is
     carried construction context (status "partial")."""
@@ -77,6 +94,7 @@ class FTAUnit:
     status: str = "partial"
     unit_id: str | None = None
     space: str = "default"
+    lifecycle: Lifecycle = Lifecycle()
 
     @property
     def text(self) -> str:
@@ -123,15 +141,25 @@ class UnitExtractor(Protocol):
     def extract(self, segment: Segment, turns: Sequence[Turn], carried: Sequence[FTAUnit]) -> list[Candidate]: ...
 
 
-def retrieval_text(unit: FTAUnit) -> str:
-    """rho(m): the unit's fact with its time and affect anchors and date, for embedding and search."""
+def anchors_of(anchors: str) -> tuple[str, ...]:
+    """The anchors besides the fact that `anchors` (a `Config.fta_anchors` value) keeps."""
+    if anchors not in ANCHORS:
+        raise ValueError(f"anchors must be one of {sorted(ANCHORS)}, got {anchors!r}")
+    return ANCHORS[anchors]
+
+
+def retrieval_text(unit: FTAUnit, anchors: str = "all") -> str:
+    """rho(m): the unit's fact with its time and affect anchors and date, for embedding and search;
+    `anchors` ("no-time", "no-affect", "fact-only") leaves anchors out (the paper's ablations)."""
+    keep = anchors_of(anchors)
     parts = [unit.text]
     t = unit.time
     when = t.expression or ""
     if t.event_start is not None:
         when = f"{when} ({format_date(t.event_start)})".strip()
-    parts.append(f"[{t.orientation}{'; ' + when if when else ''}; said {format_date(t.dialogue_time)}]")
-    if unit.affect.label != "neutral" or unit.affect.emotions:
+    if "time" in keep:
+        parts.append(f"[{t.orientation}{'; ' + when if when else ''}; said {format_date(t.dialogue_time)}]")
+    if "affect" in keep and (unit.affect.label != "neutral" or unit.affect.emotions):
         feel = ", ".join(unit.affect.emotions) or unit.affect.label
         parts.append(f"[feeling: {feel}]")
     return " ".join(parts)
@@ -209,3 +237,12 @@ def content_id(unit: FTAUnit) -> str:
     """A deterministic id from the unit's space, evidence turns and text ("fta-" + 16 hex)."""
     key = json.dumps([unit.space, unit.session_id, list(unit.turn_ids), unit.text], ensure_ascii=False)
     return "fta-" + hashlib.blake2b(key.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def initial_lifecycle(unit: FTAUnit) -> Lifecycle:
+    """The lifecycle a unit is stored with: "pending" for a plan or follow-up still open
+    (completeness "pending"), else "unknown"; completeness as extracted when it is complete or
+    partial, else "unknown". Links change it later (`etamem.fta.links.lifecycle_update`)."""
+    status = "pending" if unit.completeness == "pending" else "unknown"
+    completeness = unit.completeness if unit.completeness in ("complete", "partial") else "unknown"
+    return Lifecycle(status, completeness, unit.lifecycle.updated_at)

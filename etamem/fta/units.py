@@ -13,7 +13,9 @@ A unit m = <fact, time, affect, evidence, completeness> (the paper's <x^F, x^T, 
 - `completeness` (paper): complete / partial / pending / unknown; `awaiting`: what an incomplete
   unit waits for ("answer" for a question, "outcome" for a plan);
 - `status` (lifecycle): partial (carried construction context, no id) -> final (has an id) ->
-  superseded / contradicted (set by links, see `links.py`).
+  superseded / contradicted (set by links, see `links.py`);
+- `lifecycle` (the paper's, beside `status`): pending / completed / contradicted / archived /
+  unknown, completeness complete / partial / unknown, and the update time, set by links.
 
 Construction (`construct_units`): segments in order; the extractor turns each segment (with the
 units carried from earlier segments) into candidates; a candidate that completes a carried unit
@@ -38,6 +40,8 @@ from .segmentation import Segment
 from .unit_model import (
     CARRIED,
     COMPLETENESS,
+    LIFECYCLE_COMPLETENESS,
+    LIFECYCLE_STATES,
     MAX_CARRIED,
     STATUSES,
     AffectAnchor,
@@ -46,11 +50,14 @@ from .unit_model import (
     EvidenceSpan,
     FactAnchor,
     FTAUnit,
+    Lifecycle,
     TimeAnchor,
     UnitExtractor,
     affect_anchors,
+    anchors_of,
     build_units,
     content_id,
+    initial_lifecycle,
     retrieval_text,
     short_summary,
 )
@@ -173,7 +180,8 @@ def construct_units(turns: Sequence[Turn], segments: Sequence[Segment], extracto
 
 
 __all__ = ["AffectAnchor", "CARRIED", "COMPLETENESS", "CONTENT_TYPES", "Candidate", "EvidenceSpan", "FTAUnit",
-           "FactAnchor", "LLMUnitExtractor", "MAX_CARRIED", "ORIENTATIONS", "RuleUnitExtractor", "STATUSES",
+           "FactAnchor", "LIFECYCLE_COMPLETENESS", "LIFECYCLE_STATES", "LLMUnitExtractor", "Lifecycle", "anchors_of",
+           "initial_lifecycle", "MAX_CARRIED", "ORIENTATIONS", "RuleUnitExtractor", "STATUSES",
            "TimeAnchor", "UnitConstruction", "UnitExtractor", "affect_anchors", "construct_units",
            "content_id", "fuse", "match_carried", "parse_unit_reply", "retrieval_text",
            # the pieces the query-side units (etamem.fta.search) are built with
