@@ -14,7 +14,15 @@
 """
 from __future__ import annotations
 
+import re
+from typing import Sequence
+
 import numpy as np
+
+from ..types import AMU
+from .dialogue import DialogueScoring
+from .lexical import minmax
+from .temporal import TimeWindow
 
 MERGE_SCORING = ("text", "view", "rrf")
 
@@ -102,3 +110,32 @@ def hand_out(fused: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray) -> tup
     out = np.empty_like(scores)
     out[order] = np.sort(scores)[::-1]
     return order, out
+
+
+def with_additions(score: np.ndarray, times: np.ndarray, time_words: np.ndarray, question: np.ndarray,
+                   amus: Sequence[AMU], window: TimeWindow | None, when: bool, time_boost: float,
+                   dialogue: DialogueScoring | None) -> np.ndarray:
+    """`score` (each unit's hybrid score, (n,)) plus the merge's time terms (`time_boost` inside a
+    parsed window, scaled down with distance outside it; half of it for units with their own time
+    words (`time_words`) on "when" questions) and dialogue terms (minus the question penalty for
+    units that are questions (`question`), plus the speaker and self boosts); `times` in epoch
+    seconds, `amus` the units, all (n,) in the same order. The same in every scoring mode."""
+    if window is not None and window.kind not in ("first", "latest"):
+        lo, hi = window.start.timestamp(), window.end.timestamp()
+        gap_days = np.maximum(0.0, np.maximum(lo - times, times - hi)) / 86400.0
+        score = score + time_boost / (1.0 + gap_days / 7.0)
+    elif window is not None:  # first / latest: order preference by time
+        t = minmax(times)
+        score = score + time_boost * (t if window.kind == "latest" else 1.0 - t)
+    if when:
+        score = score + 0.5 * time_boost * time_words
+    if dialogue is not None:
+        score = score - dialogue.question_penalty * question
+        if (dialogue.speaker_boost or dialogue.self_boost) and len(dialogue.named) == 1:
+            spoke = np.fromiter((a.speaker == dialogue.named[0] for a in amus), bool, len(amus))
+            score = score + dialogue.speaker_boost * spoke
+            if dialogue.self_boost:
+                who = re.compile(rf"(?<!\w){re.escape(dialogue.named[0])}(?!\w)", re.IGNORECASE)
+                about = np.fromiter((bool(who.search(a.text)) for a in amus), bool, len(amus))
+                score = score + dialogue.self_boost * (spoke & about)
+    return score

@@ -27,7 +27,7 @@ from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, cont
 from .dialogue import DialogueScoring, is_question, named_speakers
 from .index_rows import NodeTexts, Rows
 from .lexical import LexicalIndex, minmax, share_of_ceiling
-from .merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense
+from .merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense, with_additions
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
 from .vector_index import VectorIndex
@@ -559,7 +559,9 @@ class SpaceIndex:
 
         def scored(dense: np.ndarray) -> np.ndarray:
             base, _ = contextual(dense, bm_raw, keys, context, context_share, beta, norm)
-            return self._additions(base, keys, rows, window, when, time_boost, dialogue)
+            return with_additions(base, self.rows["time"][rows], self.rows["time_words"][rows],
+                                  self.rows["question"][rows], [self.amu_of[a] for a in keys], window, when,
+                                  time_boost, dialogue)
         if scoring == "text":
             score = scored(text_cos)
         else:
@@ -593,27 +595,3 @@ class SpaceIndex:
                     raise ValueError(f"merge scoring: the {v} view is keyed by {column} vectors; pass q_affect")
                 sims[j] = self.rows[column][rows] @ q_affect
         return names, calibrated_views(sims, text_cos, members)
-
-    def _additions(self, score: np.ndarray, keys: list[str], rows: np.ndarray, window: TimeWindow | None,
-                   when: bool, time_boost: float, dialogue: DialogueScoring | None) -> np.ndarray:
-        """`score` (each unit's hybrid score) plus the time terms and the dialogue terms."""
-        if window is not None and window.kind not in ("first", "latest"):
-            lo, hi = window.start.timestamp(), window.end.timestamp()
-            t = self.rows["time"][rows]
-            gap_days = np.maximum(0.0, np.maximum(lo - t, t - hi)) / 86400.0
-            score = score + time_boost / (1.0 + gap_days / 7.0)
-        elif window is not None:  # first / latest: order preference by time
-            t = minmax(self.rows["time"][rows])
-            score = score + time_boost * (t if window.kind == "latest" else 1.0 - t)
-        if when:
-            score = score + 0.5 * time_boost * self.rows["time_words"][rows]
-        if dialogue is not None:
-            score = score - dialogue.question_penalty * self.rows["question"][rows]
-            if (dialogue.speaker_boost or dialogue.self_boost) and len(dialogue.named) == 1:
-                spoke = np.fromiter((self.amu_of[a].speaker == dialogue.named[0] for a in keys), bool, len(keys))
-                score = score + dialogue.speaker_boost * spoke
-                if dialogue.self_boost:
-                    who = re.compile(rf"(?<!\w){re.escape(dialogue.named[0])}(?!\w)", re.IGNORECASE)
-                    about = np.fromiter((bool(who.search(self.amu_of[a].text)) for a in keys), bool, len(keys))
-                    score = score + dialogue.self_boost * (spoke & about)
-        return score
