@@ -141,6 +141,14 @@ class Config:
     fallback_turns: int = 40  # raw turns the fallback brings in
     fallback_fusion: str = "score"  # "rrf": reciprocal-rank fusion | "score": add uncovered turns by score
     rrf_k: int = 10  # reciprocal-rank fusion constant
+    # how the merge scores the union of the views' candidates (etamem/retrieval/merge.py; docs/benchmarks.md,
+    # 'Affect that counts'): "text" = every unit by its text cosine, whichever view found it (the default);
+    # "view" = each unit by the similarity of the view that found it (Affect: affective cosine), made
+    # comparable across views by a per-view affine map onto text cosine's mean and spread over that view's
+    # candidates (a text-keyed view is thus scored exactly by text cosine), a unit several views found
+    # keeping its best; "rrf" = reciprocal-rank fusion (constant `rrf_k`) of the views' rankings by those
+    # scores. Either way the BM25 mix, turn context, time and dialogue terms are then applied as for "text"
+    merge_scoring: str = "text"
     time_boost: float = 0.1  # score bonus inside a parsed time window (see docs/design.md, 'Time forest')
     # an AMU is scored with its source turn in context (retrieval/beam.py `contextual`): this share of
     # its dense and BM25 scores comes from the turn, plus the previous and next turns of the session
@@ -373,6 +381,7 @@ _CHOICES = {
     "routing": ("entropy", "mean"),
     "bm25_norm": ("minmax", "ceiling"),
     "fallback_fusion": ("score", "rrf"),
+    "merge_scoring": ("text", "view", "rrf"),
     "bm25_stemmer": ("english", "none"),
     "fallback_confidence": ("score", "agreement"),
     "device": ("auto", "cpu", "cuda"),

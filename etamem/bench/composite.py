@@ -55,10 +55,12 @@ class SplitIndex:
                views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
                routing_candidates: int = 256, trace: bool = False, context=None,
                context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax",
-               flat_exact_max: int = 20_000, allowed=None, complete: int = 0) -> RetrievalResult:
+               flat_exact_max: int = 20_000, allowed=None, complete: int = 0, merge_scoring: str = "text",
+               rrf_k: float = 10) -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
         (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
-        exact candidates come from the base store's text vectors). Filters (`allowed`, `complete`)
+        exact candidates come from the base store's text vectors; `merge_scoring`, `rrf_k`: as there,
+        the Event view's similarity being affective here). Filters (`allowed`, `complete`)
         are not supported by these ablation systems: ValueError."""
         if allowed is not None or complete:
             raise ValueError("filters: the bench's split-store systems search without filters")
@@ -84,7 +86,8 @@ class SplitIndex:
         q_ids = self.base.amu_lex.query_ids(query)
         norm = self.base.lexical_normaliser(lexical, self.base.amu_lex, q_ids)
         ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), time_boost, context,
-                                  context_share, dialogue, norm)
+                                  context_share, dialogue, norm, q_affect=q_affect, scoring=merge_scoring,
+                                  rrf_k=rrf_k, keyed_by={"event": "affect"})
         return RetrievalResult(ranked, plan, window)
 
 

@@ -27,6 +27,7 @@ from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, cont
 from .dialogue import DialogueScoring, is_question, named_speakers
 from .index_rows import NodeTexts, Rows
 from .lexical import LexicalIndex, minmax, share_of_ceiling
+from .merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense, with_additions
 from .routing import Routing, route
 from .temporal import TimeWindow, is_when_question, parse_time_window
 from .vector_index import VectorIndex
@@ -360,7 +361,8 @@ class SpaceIndex:
                routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
                context_share: float = 0.0, dialogue: DialogueScoring | None = None,
                flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000,
-               allowed: np.ndarray | None = None, complete: int = 0) -> RetrievalResult:
+               allowed: np.ndarray | None = None, complete: int = 0, merge_scoring: str = "text",
+               rrf_k: float = 10) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
@@ -376,7 +378,11 @@ class SpaceIndex:
         are candidates (beam members, flat candidates, replies). When the views then find fewer
         than `complete` units, the beams are searched again `WIDEN` times wider, and if that is
         still short the best allowed units of an exact scan (`exact_hybrid`) join the candidates,
-        so `complete` units come back whenever that many are allowed."""
+        so `complete` units come back whenever that many are allowed.
+
+        `merge_scoring`: how the merge scores the union ("text" | "view" | "rrf", with `rrf_k`
+        the fusion constant of "rrf"; `etamem.retrieval.merge`)."""
+        check_scoring(merge_scoring)
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
         sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
@@ -423,7 +429,7 @@ class SpaceIndex:
                 found["flat"] = found.get("flat", []) + [
                     s for s in self.exact_hybrid(q_text, q_amus, complete, allowed, beta) if s.key not in have]
         ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
-                             context_share, dialogue, amu_norm)
+                             context_share, dialogue, amu_norm, q_affect=q_affect, scoring=merge_scoring, rrf_k=rrf_k)
         return RetrievalResult(ranked, plan, window, traces)
 
     @staticmethod
@@ -520,14 +526,22 @@ class SpaceIndex:
 
     def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
                window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
-               context_share: float = 0.0, dialogue: DialogueScoring | None = None, norm=minmax
-               ) -> list[tuple[str, float, tuple[str, ...]]]:
-        """Union of the views' hits on one scale: (1 - beta) * text cos + beta * BM25n over the
+               context_share: float = 0.0, dialogue: DialogueScoring | None = None, norm=minmax, *,
+               q_affect: np.ndarray | None = None, scoring: str = "text", rrf_k: float = 10,
+               keyed_by: dict[str, str] | None = None) -> list[tuple[str, float, tuple[str, ...]]]:
+        """Union of the views' hits on one scale: (1 - beta) * dense + beta * BM25n over the
         union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
         parsed window (scaled down with distance outside it) and half of it for AMUs with their
         own time words on "when" questions; with `dialogue`, minus its question penalty for AMUs
         that are questions and plus its speaker boost for AMUs of the one speaker the query names (and
-        its self boost for those whose text names that speaker)."""
+        its self boost for those whose text names that speaker).
+
+        `scoring` (`merge.MERGE_SCORING`): dense = text cosine ("text"), or the calibrated
+        similarity of the view that found the unit ("view"), or the views' rankings fused ("rrf");
+        see `etamem.retrieval.merge`. A view's similarity is the cosine of the unit's
+        `keyed_by[view]` vectors ("text" or "affect"; default: "affect" for the Affect view,
+        "text" for the others) with the query's (`q_affect` for "affect")."""
+        check_scoring(scoring)
         views_of: dict[str, list[str]] = {}
         for v, hits in found.items():
             if v == "flat":
@@ -540,26 +554,44 @@ class SpaceIndex:
             return []
         keys = list(views_of)
         rows = np.array([self.row_of[a] for a in keys])
-        score, _ = contextual(self.rows["text"][rows] @ q_text, self.amu_lex.scores_for(rows, q_amus), keys, context,
-                              context_share, beta, norm)
-        if window is not None and window.kind not in ("first", "latest"):
-            lo, hi = window.start.timestamp(), window.end.timestamp()
-            t = self.rows["time"][rows]
-            gap_days = np.maximum(0.0, np.maximum(lo - t, t - hi)) / 86400.0
-            score = score + time_boost / (1.0 + gap_days / 7.0)
-        elif window is not None:  # first / latest: order preference by time
-            t = minmax(self.rows["time"][rows])
-            score = score + time_boost * (t if window.kind == "latest" else 1.0 - t)
-        if when:
-            score = score + 0.5 * time_boost * self.rows["time_words"][rows]
-        if dialogue is not None:
-            score = score - dialogue.question_penalty * self.rows["question"][rows]
-            if (dialogue.speaker_boost or dialogue.self_boost) and len(dialogue.named) == 1:
-                spoke = np.fromiter((self.amu_of[a].speaker == dialogue.named[0] for a in keys), bool, len(keys))
-                score = score + dialogue.speaker_boost * spoke
-                if dialogue.self_boost:
-                    who = re.compile(rf"(?<!\w){re.escape(dialogue.named[0])}(?!\w)", re.IGNORECASE)
-                    about = np.fromiter((bool(who.search(self.amu_of[a].text)) for a in keys), bool, len(keys))
-                    score = score + dialogue.self_boost * (spoke & about)
+        text_cos = self.rows["text"][rows] @ q_text
+        bm_raw = self.amu_lex.scores_for(rows, q_amus)
+
+        def scored(dense: np.ndarray) -> np.ndarray:
+            base, _ = contextual(dense, bm_raw, keys, context, context_share, beta, norm)
+            return with_additions(base, self.rows["time"][rows], self.rows["time_words"][rows],
+                                  self.rows["question"][rows], [self.amu_of[a] for a in keys], window, when,
+                                  time_boost, dialogue)
+        if scoring == "text":
+            score = scored(text_cos)
+        else:
+            names, calibrated = self._calibrated(found, keys, rows, text_cos, q_text, q_affect, keyed_by)
+            score = scored(view_dense(calibrated, text_cos).astype(text_cos.dtype))
+            if scoring == "rrf" and len(names):
+                per_view = np.stack([scored(np.nan_to_num(c, nan=0.0).astype(text_cos.dtype)) for c in calibrated])
+                tiebreak = np.argsort(np.argsort(np.array(keys)))
+                order, score = hand_out(fuse_views(per_view, ~np.isnan(calibrated), tiebreak, rrf_k), score, tiebreak)
+                return [(keys[i], float(score[i]), tuple(views_of[keys[i]])) for i in order]
         order = np.lexsort((np.array(keys), -score))
         return [(keys[i], float(score[i]), tuple(views_of[keys[i]])) for i in order]
+
+    def _calibrated(self, found: dict[str, list[Scored]], keys: list[str], rows: np.ndarray, text_cos: np.ndarray,
+                    q_text: np.ndarray, q_affect: np.ndarray | None, keyed_by: dict[str, str] | None
+                    ) -> tuple[list[str], np.ndarray]:
+        """(views, (V, n) calibrated similarities, NaN where the view did not find the unit) of the
+        views with hits, each similarity the cosine of the column the view is keyed by."""
+        keyed = {"affect": "affect"} | dict(keyed_by or {})
+        at = {a: i for i, a in enumerate(keys)}
+        names = [v for v, hits in found.items() if hits]
+        sims = np.zeros((len(names), len(keys)))
+        members = np.zeros((len(names), len(keys)), bool)
+        for j, v in enumerate(names):
+            members[j, [at[s.key] for s in found[v]]] = True
+            column = keyed.get(v, "text")
+            if column == "text":
+                sims[j] = text_cos
+            else:
+                if q_affect is None:
+                    raise ValueError(f"merge scoring: the {v} view is keyed by {column} vectors; pass q_affect")
+                sims[j] = self.rows[column][rows] @ q_affect
+        return names, calibrated_views(sims, text_cos, members)

@@ -118,7 +118,8 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
                           trace=trace, context=turn_context(index, turns, query, q_text, cfg),
                           context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg),
                           flat=cfg.flat_candidates, lexical=cfg.bm25_norm,
-                          flat_exact_max=cfg.flat_exact_max, allowed=allowed, complete=complete)
+                          flat_exact_max=cfg.flat_exact_max, allowed=allowed, complete=complete,
+                          merge_scoring=cfg.merge_scoring, rrf_k=cfg.rrf_k)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked]
