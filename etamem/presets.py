@@ -40,6 +40,9 @@ class Addition:
 ADDITIONS: tuple[Addition, ...] = (
     Addition("wide-search", "beam 30 and a routed pool of 200 units cut to K (paper: B = 10, the view budgets sum to K)",
              (("beam_width", 10), ("route_budget", 20))),
+    Addition("text-merge", "the union of the views re-scored by text cosine (paper: each unit keeps the best "
+             "score of the views that found it, affective cosine for the Affect view)",
+             (("merge_scoring", "view"),)),
     Addition("routing-cap", "entropy over each view's 256 best leaves (paper: every leaf)",
              (("routing_candidates", 1_000_000),)),
     Addition("turn-context", "a unit scored with its source turn and the turns around it (paper: the unit's text)",

@@ -19,7 +19,7 @@ EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unifi
    group fta-all: hybrid-turns etamem and the fta systems up to fta-no-links, fta-no-cue,
    fta-no-bm25, fta-flat-packet, etamem-over-fta;
    group fta-paper: the FTA-Mem paper's Tables 6-8 and Fig. 3, see docs/fta-paper.md)
-  ladder-0 ladder-1 ladder-2 ladder-3 ladder-4 ladder-5 ladder-6 ladder-7 ladder-8 ladder-9
+  ladder-0 ladder-1 ladder-2 ladder-3 ladder-4 ladder-5 ladder-6 ladder-7 ladder-8 ladder-9 ladder-10
   (group paper-to-default, not in all: from the paper's query-time settings to the run's own, one
    of the project's additions at a time; docs/presets.md)
 
