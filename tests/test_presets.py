@@ -176,3 +176,24 @@ def test_question_kinds_of_the_routing_figure():
                "data": {"question_kinds": {"emotion": 1, "experience": 0, "opinion": 0}}}
     text = "\n".join(routing_kind_table(summary))
     assert "| ETAMem | affect | 0.600 | – | – | 0.500 |" in text and "a proxy" in text and "BM25" not in text
+
+
+def test_answer_figures_carry_their_interval():
+    from etamem.bench.report import summarise
+    from etamem.bench.systems import BY_KEY
+
+    class Q:
+        def __init__(self, i):
+            self.qid, self.question, self.category, self.skipped_evidence, self.gold_turns = f"q{i}", "x?", "1", 0, ["t"]
+
+    class C:
+        space, questions = "s", [Q(i) for i in range(4)]
+
+    records = {("qa", "etamem", f"q{i}"): {"qid": f"q{i}", "category": "1", "correct": bool(i % 2), "f1": i / 4,
+                                           "bleu1": 0.5, "prompt_tokens": 1, "completion_tokens": 1, "judge_tokens": 1,
+                                           "answer_ms": 1.0, "evidence_recall": 1.0} for i in range(4)}
+    summary = summarise("locomo", [C()], [BY_KEY["etamem"]], records, {"file": "f", "ks": [20]}, wall_s=0, notes=[])
+    from etamem.bench.report import qa_table
+
+    row = next(line for line in qa_table(summary) if line.startswith("| ETAMem"))
+    assert "0.500 [" in row and "0.375 [" in row  # accuracy and F1 over all, each with its interval

@@ -120,6 +120,10 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 "questions": len(qa), "judged": sum(r["correct"] is not None for r in qa),
                 "accuracy": _by_category(qa, lambda r: None if r["correct"] is None else float(r["correct"])),
                 "f1": _by_category(qa, lambda r: r["f1"]), "bleu1": _by_category(qa, lambda r: r["bleu1"]),
+                "intervals": {"accuracy": _intervals_by_category(
+                    qa, lambda r: None if r["correct"] is None else float(r["correct"])),
+                    "f1": _intervals_by_category(qa, lambda r: r["f1"]),
+                    "bleu1": _intervals_by_category(qa, lambda r: r["bleu1"])},
                 "answer_tokens_per_question": mean(r["prompt_tokens"] + r["completion_tokens"] for r in qa),
                 "judge_tokens_per_question": mean(r["judge_tokens"] for r in qa),
                 "ms_per_answer": mean(r["answer_ms"] for r in qa),
@@ -263,6 +267,13 @@ def updates_table(summary: dict) -> list[str]:
     return lines
 
 
+def _qi(qa: dict, name: str) -> str:
+    """An answer metric over all questions with its 95% bootstrap interval (the mean alone for a
+    summary written before answer intervals)."""
+    value, ci = qa[name].get("all"), qa.get("intervals", {}).get(name, {}).get("all")
+    return _f(value) if value is None or not ci else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def qa_table(summary: dict) -> list[str]:
     cats = summary["categories"]
     rows = []
@@ -271,7 +282,7 @@ def qa_table(summary: dict) -> list[str]:
         if qa is None:
             continue
         rows.append([s["label"]] + [_f(qa["accuracy"].get(c)) for c in cats]
-                    + [_f(qa["accuracy"].get("all")), _f(qa["f1"].get("all")), _f(qa["bleu1"].get("all")),
+                    + [_qi(qa, "accuracy"), _qi(qa, "f1"), _qi(qa, "bleu1"),
                        _f(_category_mean(qa["f1"], cats)), _f(_category_mean(qa["bleu1"], cats)),
                        _f(qa["answer_tokens_per_question"], 0), _f(qa["judge_tokens_per_question"], 0),
                        str(qa["questions"] - qa["judged"]), str(qa.get("answer_fallbacks", 0))])
@@ -448,6 +459,7 @@ def markdown(summary: dict) -> str:
     qa = qa_table(summary)
     if qa:
         lines += ["", "## Answers (LLM): judge accuracy per category, token F1, BLEU-1", "",
+                  "Over all questions each with its 95% bootstrap interval (questions resampled).", "",
                   "answer fallbacks: answers asked again with raw turns fused in because the first reply said the "
                   "memories lack the answer (as `Memory.answer`; ETAMem systems with the fallback on, when "
                   "retrieval had not fused raw turns already).", ""] + qa
