@@ -57,7 +57,8 @@ def questions(k: int, seed: int = 0) -> list[str]:
 
 def build(path: Path, n: int, per_add: int = 500, log=None, stop_after_s: float | None = None) -> dict:
     """Build (or resume) a space of about n units under `path`; the figures of this call.
-    `stop_after_s`: stop after the add that passes this many seconds (the build stays resumable)."""
+    `stop_after_s`: add nothing more once this many seconds have passed (the build stays
+    resumable; 0: only reopen what is there)."""
     key = {"n": n, "per_add": per_add, "generator": GENERATOR_VERSION}
     marker = path / MARKER
     if marker.is_file():
@@ -73,6 +74,9 @@ def build(path: Path, n: int, per_add: int = 500, log=None, stop_after_s: float 
     windows, window = [], [0, 0.0, 0.0]  # per `WINDOW` units: wall and CPU ms per unit
     finished = True
     while units < n:
+        if stop_after_s is not None and time.perf_counter() - t0 >= stop_after_s:
+            finished = False
+            break
         t, c = time.perf_counter(), time.process_time()
         made = mem.add(add_turns(batch_no, per_add), space=SPACE)
         units = mem.index_info(SPACE)["amus"] if not made else units + len(made)
@@ -92,9 +96,6 @@ def build(path: Path, n: int, per_add: int = 500, log=None, stop_after_s: float 
         if log is not None and adds % 20 == 0:
             log(f"[synthetic n={n:,}] {units:,} units, {time.perf_counter() - t0:.0f} s this run, "
                 f"{ms_per_unit[-1][1]:.2f} ms/unit last add, load {os.getloadavg()[0]:.1f}")
-        if stop_after_s is not None and time.perf_counter() - t0 > stop_after_s and units < n:
-            finished = False
-            break
     if finished:
         mem.end_session(SPACE)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
