@@ -15,6 +15,11 @@ K 20, B 10, beta 0.1) and of the flat baseline (`FlatHybridIndex`: exact dense t
 all AMUs, score (1 - beta) * cos + beta * BM25n), measured in the same process on the same
 queries; query encoding with the real MiniLM encoder is measured separately.
 
+With `--synthetic-encoder` the `Memory.search` part builds its spaces with a hashing encoder
+instead (`benchmarks.synthetic_space`, `benchmarks.latency_synthetic`: resumable, `--build-budget-s`),
+for sizes MiniLM cannot encode in reasonable time on CPU (1M units), and reports open -> first
+search and RSS too.
+
 `Memory.search` as users call it (default `Config()`, raw-turn fallback on, top_k 20), per size of
 `--memory-sizes` (default 10k and 100k, the upper two of `benchmarks.agent_loop`'s 1k/10k/100k:
 the target is at 100k; none given skips this part, as `--sizes` with none skips the bare index),
@@ -297,9 +302,36 @@ def memory_report(mem_doc: dict) -> None:
               f"{t['limit_as_searched_ms']:.2f} ms: {'met' if t['met_as_searched'] else 'NOT met'}")
 
 
+def run_synthetic_part(args) -> dict:
+    """`--synthetic-encoder`: the `Memory.search` part on spaces built by `benchmarks.synthetic_space`."""
+    from benchmarks import latency_synthetic
+    from benchmarks.agent_loop import REPO
+
+    own_work = args.work is None
+    work = Path(tempfile.mkdtemp(prefix="etamem-latency-")) if own_work else Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    rows = []
+    try:
+        for n in sorted(args.memory_sizes):
+            print(f"Memory.search (synthetic), size {n:,}: build / reuse under {work}", file=sys.stderr, flush=True)
+            rows.append(latency_synthetic.run(n, work, queries=args.queries, seed=args.seed, per_add=args.per_add,
+                                              budget_s=args.build_budget_s, env=env, cwd=REPO))
+    finally:
+        if not args.keep:
+            if own_work:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                for n in args.memory_sizes:
+                    shutil.rmtree(work / f"latency-synthetic-{n}", ignore_errors=True)
+    return {"rows": rows, "synthetic": True, "encoder": "benchmark-hashing-encoder (hashed bag of words, 384 d)"}
+
+
 def run_memory_part(args) -> dict:
     from benchmarks.agent_loop import REPO, load_sources
 
+    if args.synthetic_encoder:
+        return run_synthetic_part(args)
     _, info = load_sources(args.data)  # fails early on a missing explicit file
     data = args.data if args.data in (None, "demo") else str(Path(args.data).resolve())
     own_work = args.work is None
@@ -343,6 +375,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compare", action="append", default=[], metavar="KEY=VALUE",
                     help="Memory.search part: also time a baseline Config with these overrides (JSON values), "
                          "e.g. --compare context_share=0 --compare route_budget=20")
+    ap.add_argument("--synthetic-encoder", action="store_true",
+                    help="Memory.search part on synthetic spaces built with a hashing encoder "
+                         "(benchmarks.synthetic_space: resumable; MiniLM query encoding is measured apart)")
+    ap.add_argument("--build-budget-s", type=float, default=None,
+                    help="with --synthetic-encoder: stop building after this many seconds and measure the "
+                         "space as far as it got (a later run resumes the build); 0: build nothing more")
+    ap.add_argument("--per-add", type=int, default=500, help="with --synthetic-encoder: turns per Memory.add")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -379,7 +418,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"query encoding (MiniLM, one query per call): p50 {enc['p50_ms']:.1f} ms, p95 {enc['p95_ms']:.1f} ms\n")
     if rows:
         bare_report(rows, args)
-    if memory is not None:
+    if memory is not None and memory.get("synthetic"):
+        from benchmarks.latency_synthetic import report
+
+        report(memory["rows"], enc["p50_ms"])
+    elif memory is not None:
         memory_report(memory)
     if args.out:
         with open(args.out, "w") as fh:

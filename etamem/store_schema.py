@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS unit_links (
     space TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL,
     confidence REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (space, source, target, relation));
 CREATE INDEX IF NOT EXISTS unit_links_target ON unit_links (space, target);
+CREATE INDEX IF NOT EXISTS unit_links_seq ON unit_links (space, seq);
 CREATE TABLE IF NOT EXISTS space_changes (
     space TEXT NOT NULL, generation INTEGER NOT NULL, epoch TEXT NOT NULL, change TEXT NOT NULL,
     PRIMARY KEY (space, generation));
@@ -94,6 +95,9 @@ class StoredItem:
     updated: str
 
 
+# the order of rows read by key (an id list): an expression, so that the planner looks the ids up
+# by primary key and sorts them rather than walking the space's whole `seq` index
+_BY_SEQ = " ORDER BY seq + 0"
 _AMU_COLUMNS = "amu_id, text, speaker, ts, session_id, source_turn_ids, polarity, polarity_scores, status, space"
 _TURN_COLUMNS = "turn_id, session_id, speaker, text, ts, space, extra"
 _NODE_COLUMNS = "node_id, parent_id, is_leaf, children, members, count, sum, summary, pending, info"

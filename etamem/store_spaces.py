@@ -12,6 +12,7 @@ import numpy as np
 from .store_schema import (
     _ADD_SESSION,
     _BUMP,
+    _BY_SEQ,
     _EPOCH,
     _ITEM_COLUMNS,
     _SET_SPACE_META,
@@ -188,7 +189,9 @@ class SpaceRows:
                 return []
             sql += f" AND turn_id IN ({','.join('?' * len(turn_ids))})"
             params += list(turn_ids)
-        return [self._turn(r) for r in self._query(sql + " ORDER BY seq", params)]
+        # by key when ids are given: "ORDER BY seq" alone lets SQLite walk the whole space in
+        # `turns_seq` order for a long id list (O(space) per write); the expression is sorted instead
+        return [self._turn(r) for r in self._query(sql + (" ORDER BY seq" if turn_ids is None else _BY_SEQ), params)]
 
     def extracted_turn_ids(self, space: str) -> list[str]:
         """Ids of the space's extracted turns in `turns(extracted_only=True)` order (one narrow read)."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from .store_schema import (
     _AMU_COLUMNS,
+    _BY_SEQ,
     _NODE_COLUMNS,
     _PUT_HISTORY,
     _PUT_LINK,
@@ -118,7 +119,8 @@ class UnitRows:
                 return []
             sql += f" AND amu_id IN ({','.join('?' * len(amu_ids))})"
             params += list(amu_ids)
-        return [self._amu(r) for r in self._query(sql + " ORDER BY seq", params)]
+        # by key when ids are given (see `SpaceRows.turns`: "ORDER BY seq" can walk the whole space)
+        return [self._amu(r) for r in self._query(sql + (" ORDER BY seq" if amu_ids is None else _BY_SEQ), params)]
 
     def active_amu_ids(self, space: str) -> list[str]:
         """Ids of the space's active units in `amus` order (one narrow read)."""

@@ -158,9 +158,10 @@ _AMOUNT = re.compile(r"^(?:\$?\d|january|february|march|april|may|june|july|augu
                      r"|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday)")
 
 
+@functools.lru_cache(maxsize=8192)
 def is_fact(text: str) -> bool:
     """A short statement that can change: not a question, a request or a plan, at most
-    MAX_FACT_WORDS words."""
+    MAX_FACT_WORDS words. (Cached: a stored unit is tested again with every new unit near it.)"""
     t = text.strip()
     return (bool(t) and not t.rstrip(" \t\n\"')]").endswith("?") and len(t.split()) <= MAX_FACT_WORDS
             and not _REQUEST.match(t) and not _PLAN.search(t.replace("\u2019", "'")))
@@ -204,11 +205,17 @@ def subject_words(text: str, speaker: str = "") -> set[str]:
     return set(_subject_words(text, speaker))
 
 
+@functools.lru_cache(maxsize=8192)
+def _categories(text: str) -> frozenset[str]:
+    return frozenset(name for name, pattern in CATEGORIES.items() if pattern.search(text))
+
+
 def categories(text: str) -> set[str]:
     """The exclusive attributes (CATEGORIES) the text speaks of."""
-    return {name for name, pattern in CATEGORIES.items() if pattern.search(text)}
+    return set(_categories(text))
 
 
+@functools.lru_cache(maxsize=8192)
 def holder(text: str) -> str | None:
     """Whose attribute the text states when it is a relative's or a friend's ("brother"), else None."""
     m = _HOLDER.search(text)
@@ -268,6 +275,7 @@ def same_frame_new_value(old: str, new: str) -> bool:
 _CLAUSE = re.compile(r"[,;:]\s+|\s+(?:but|and then)\s+")
 
 
+@functools.lru_cache(maxsize=8192)
 def mentions(text: str, speaker: str) -> bool:
     """Whether `text` names its speaker: their name, "the user" for the role, or first person."""
     t = text.lower().replace("\u2019", "'")
@@ -283,16 +291,23 @@ _REPLACED = re.compile(r"\b(?:switched|switching|replaced|got rid of|sold|traded
 CATEGORY_FLOOR = 0.25  # "relocated to Sacramento" after "renting a house in Portland": cosine 0.29
 
 
+@functools.lru_cache(maxsize=8192)
+def _stemmed_words(t: str) -> tuple[tuple[tuple[int, int, str], ...], tuple[int, ...]]:
+    """The words of `t` as (start, end, stem) and the clause of each (cached: a new unit is
+    compared with each of its candidates)."""
+    from .fta.rules import stem
+
+    words = tuple((m.start(), m.end(), stem(m.group(0))) for m in re.finditer(r"[A-Za-z][A-Za-z'-]*", t))
+    bounds = [0] + [m.end() for m in re.finditer(r"[,;:.!?]", t)]
+    return words, tuple(max(i for i, b in enumerate(bounds) if b <= a) for a, _, _ in words)
+
+
 def change_near_subject(new: str, shared: set[str], pattern: re.Pattern) -> bool:
     """A change word (`pattern`) of `new` within _WINDOW tokens of one of the `shared` subject
     words ("stopped climbing", "new manager", "budget is now", "rescheduled the dentist")."""
-    from .fta.rules import stem
-
     t = new.replace("\u2019", "'")
-    words = [(m.start(), m.end(), stem(m.group(0))) for m in re.finditer(r"[A-Za-z][A-Za-z'-]*", t)]
+    words, clause = _stemmed_words(t)
     at = [i for i, (a, _, w) in enumerate(words) if w in shared or w.removesuffix("'s") in shared]
-    bounds = [0] + [m.end() for m in re.finditer(r"[,;:.!?]", t)]
-    clause = [max(i for i, b in enumerate(bounds) if b <= a) for a, _, _ in words]  # clause of each word
     for m in pattern.finditer(t):
         first = next((i for i, (a, b, _) in enumerate(words) if b > m.start()), len(words))
         last = next((i for i, (a, b, _) in enumerate(words) if b >= m.end()), first)
@@ -479,7 +494,10 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
         if not is_fact(unit.text):
             continue
         pool: dict[str, Candidate] = {}
-        earlier = [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)]
+        # the batch's earlier units that can qualify (the same test as below): O(batch) cheap
+        # comparisons, a product only for those
+        earlier = [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)
+                   if units[j].speaker == unit.speaker and units[j].timestamp <= unit.timestamp]
         for other, cos in [*near[i], *earlier]:
             if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= min(floor, CATEGORY_FLOOR) \
                     and other.amu_id != unit.amu_id:

@@ -1,0 +1,144 @@
+"""A write's work does not grow with the size of its space (issue 33, item 6: 1M units through
+the API). SQLite's work is counted in virtual-machine steps (`set_progress_handler`), so the
+checks are exact and free of timing:
+
+- reading turns or units by id (every `add` reads the turns it is given twice) looks them up by
+  key: "ORDER BY seq" alone let SQLite walk the whole space in `seq` order for a long id list;
+- writing a unit's links finds the next link `seq` through an index (`unit_links_seq`), not by
+  reading every link of the space;
+- the rule supersession classifier stems a new unit's words once, not once per candidate, and
+  skips the products with the batch's units that cannot be candidates, with the same links.
+"""
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from etamem import supersession
+from etamem.store import Store
+from etamem.store_schema import UnitExtras
+from etamem.types import AMU, Turn
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+SPACE = "s"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A SQLite store and its connection (caught as `sqlite3.connect` makes it)."""
+    made, real = [], sqlite3.connect
+
+    def connect(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    st = Store(tmp_path / "m.sqlite")
+    yield st, made[0]
+    st.close()
+
+
+def steps(conn, call) -> int:
+    """SQLite VM steps `call()` takes on `conn`."""
+    n = [0]
+
+    def tick():
+        n[0] += 1
+        return 0
+
+    conn.set_progress_handler(tick, 1)
+    try:
+        call()
+    finally:
+        conn.set_progress_handler(None, 1)
+    return n[0]
+
+
+def grow(st, start: int, count: int, links: bool = False) -> None:
+    """Turns, units (one per turn) and, with `links`, two links per unit, numbered from `start`."""
+    turns = [Turn(f"t{i}", f"s{i // 50}", "Ana", f"fact number {i}", T0 + timedelta(minutes=i), space=SPACE)
+             for i in range(start, start + count)]
+    st.insert_turns(turns, first_seq=start)
+    amus = [AMU(f"t{i}#0", f"fact number {i}", "Ana", T0 + timedelta(minutes=i), f"s{i // 50}", (f"t{i}",),
+                space=SPACE) for i in range(start, start + count)]
+    vecs = np.eye(count, 8, dtype=np.float32) + 0.1
+    extras = UnitExtras(links=[(a.amu_id, f"t{i - k}#0", "supersedes", 0.9)
+                               for i, a in zip(range(start, start + count), amus) for k in (1, 2) if i >= k]) \
+        if links else None
+    st.write_amus(SPACE, amus, vecs, vecs, [t.turn_id for t in turns], turn_vecs=vecs, extras=extras)
+
+
+def test_reads_by_id_do_not_grow_with_the_space(store):
+    st, conn = store
+    grow(st, 0, 200)
+    ids = [f"t{i}" for i in range(100, 160)]
+    small = (steps(conn, lambda: st.turns(SPACE, turn_ids=ids)),
+             steps(conn, lambda: st.amus(SPACE, amu_ids=[f"{t}#0" for t in ids])))
+    grow(st, 200, 3800)
+    large = (steps(conn, lambda: st.turns(SPACE, turn_ids=ids)),
+             steps(conn, lambda: st.amus(SPACE, amu_ids=[f"{t}#0" for t in ids])))
+    assert [t.turn_id for t in st.turns(SPACE, turn_ids=list(reversed(ids)))] == ids  # still in stored order
+    assert [a.amu_id for a in st.amus(SPACE, amu_ids=[f"{t}#0" for t in reversed(ids)])] == [f"{t}#0" for t in ids]
+    for s, big in zip(small, large):  # a space 20 times larger: the same work, give or take the B-tree depth
+        assert big < 1.5 * s, (small, large)
+
+
+def test_writing_links_does_not_read_every_link(store):
+    st, conn = store
+    grow(st, 0, 100, links=True)
+    small = steps(conn, lambda: grow(st, 100, 50, links=True))
+    grow(st, 150, 3000, links=True)
+    large = steps(conn, lambda: grow(st, 3150, 50, links=True))
+    assert large < 1.5 * small, (small, large)
+    assert [r[:2] for r in st.unit_links(SPACE)][-2:] == [("t3199#0", "t3198#0"), ("t3199#0", "t3197#0")]
+    assert len(st.unit_links(SPACE)) == 2 * 3200 - 3
+
+
+def test_rule_classifier_stems_a_new_unit_once(monkeypatch):
+    from etamem.fta import rules
+
+    calls = []
+    real = rules.stem
+    monkeypatch.setattr(rules, "stem", lambda w: calls.append(w) or real(w))
+    new = "Ana stopped playing the cello and now loves the guitar"  # a change word: the stemming path
+    cands = [supersession.Candidate(f"u{i}", f"Ana loves playing the cello number {i}", "Ana", T0, 0.8)
+             for i in range(8)]
+    found = supersession.RuleSupersession().classify(new, "Ana", cands)
+    assert found  # the path that stems was taken
+    # "stopped" is the new text's own word: stemmed for its subject words and for the change
+    # test, once each, not once per candidate
+    assert calls.count("stopped") <= 2, calls.count("stopped")
+
+
+def test_batch_candidates_are_the_same_as_comparing_every_pair():
+    """`find_supersessions` with the batch filter gives the links of the full pairwise pass."""
+    rng = np.random.default_rng(0)
+    speakers, texts = ["Ana", "Ben"], ["lives in Lisbon", "lives in Porto", "moved to Oslo", "loves the cello",
+                                       "stopped playing the cello", "works as a nurse", "now works as a chef"]
+    units = [AMU(f"a{i}", f"{speakers[i % 2]} {texts[rng.integers(len(texts))]}", speakers[i % 2],
+                 T0 + timedelta(minutes=int(rng.integers(0, 30))), "s", (f"t{i}",)) for i in range(40)]
+    units.sort(key=lambda a: a.timestamp)
+    vecs = rng.standard_normal((40, 16)).astype(np.float32)
+    vecs[:, 0] += 4.0  # similar enough to be candidates
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    near = [[] for _ in units]
+    got = supersession.find_supersessions(units, vecs, near, supersession.RuleSupersession())
+
+    def every_pair():  # the pass before the filter: a product with every earlier unit of the batch
+        links = []
+        for i, unit in enumerate(units):
+            if not supersession.is_fact(unit.text):
+                continue
+            pool = {}
+            for other, cos in [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)]:
+                if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= 0.25:
+                    pool[other.amu_id] = supersession.Candidate(other.amu_id, other.text, other.speaker,
+                                                                other.timestamp, cos)
+            best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:8]
+            for target, conf in supersession.RuleSupersession().classify(unit.text, unit.speaker, best):
+                links.append((unit.amu_id, target, supersession.SUPERSEDES, float(conf)))
+        return links
+
+    assert got == every_pair()
+    assert got  # some links, so the comparison means something
