@@ -142,3 +142,19 @@ def test_batch_candidates_are_the_same_as_comparing_every_pair():
 
     assert got == every_pair()
     assert got  # some links, so the comparison means something
+
+
+def test_an_older_store_gets_the_link_index_when_opened(tmp_path):
+    import sqlite3
+    import tarfile
+    from pathlib import Path
+
+    from etamem.store import Store
+
+    with tarfile.open(Path(__file__).parent / "data" / "store_v5.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    path = next(tmp_path.rglob("memory.sqlite"))
+    has_index = "SELECT name FROM sqlite_master WHERE name='unit_links_seq'"
+    assert sqlite3.connect(path).execute(has_index).fetchall() == []
+    Store(path).close()
+    assert sqlite3.connect(path).execute(has_index).fetchall() == [("unit_links_seq",)]
