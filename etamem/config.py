@@ -168,6 +168,10 @@ class Config:
     # bm25_weight 0.1, confirmed on LoCoMo and LoCoMo-Plus (docs/benchmarks.md, 'Beyond LoCoMo')
     context_impute: bool = True
     long_turn_words: int = 0
+    # a view's final leaves holding more AMUs than this (Time-view sessions of thousands of turns) have only
+    # their best this-many by unit text scored in context (each costs a neighbour lookup); at or below it,
+    # every member is (above every benchmark memory here: LoCoMo ~1,100 units, PrefEval ~4,400), so their results are unchanged
+    context_max_rows: int = 16384
     # dialogue-aware re-scoring (retrieval/dialogue.py; docs/benchmarks.md): the query's text vector
     # is this mix of the query without the speakers' names and the query as asked (0: as asked), so a
     # name in the question does not pull every short unit that names that speaker; units that are
@@ -400,7 +404,7 @@ _CHOICES = {
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (
         "top_k", "route_budget", "beam_width", "b_ins", "embedding_batch_size", "affect_batch_size",
-        "candidate_pool", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
+        "candidate_pool", "context_max_rows", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
         "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
         "max_turn_chars", "fta_link_top", "context_top_k")},

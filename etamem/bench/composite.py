@@ -56,7 +56,7 @@ class SplitIndex:
                routing_candidates: int = 256, trace: bool = False, context=None,
                context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax",
                flat_exact_max: int = 20_000, allowed=None, complete: int = 0, merge_scoring: str = "text",
-               rrf_k: float = 10) -> RetrievalResult:
+               rrf_k: float = 10, context_rows: int = 16384) -> RetrievalResult:
         """Route `k` across `views`, search each in its store, merge on the base store's scale
         (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
         exact candidates come from the base store's text vectors; `merge_scoring`, `rrf_k`: as there,
@@ -77,7 +77,7 @@ class SplitIndex:
             one = source[v].search(query, qv[v], q_affect, budget, beam=beam, beta=beta, routing=routing,
                                    temperature=temperature, now=now, views=(v,), time_boost=time_boost,
                                    routing_candidates=routing_candidates, context=context,
-                                   context_share=context_share, lexical=lexical)
+                                   context_share=context_share, lexical=lexical, context_rows=context_rows)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
         if flat > 0:
             found["flat"] = self.base.flat_candidates(q_text, flat, flat_exact_max)

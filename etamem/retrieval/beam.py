@@ -92,11 +92,14 @@ class HierarchyView:
 def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.ndarray,
                 query_tokens_amus: np.ndarray, *, beam: int, k: int, beta: float,
                 trace: BeamTrace | None = None, context: ContextFn | None = None,
-                context_share: float = 0.0, node_norm: Normalise = minmax, amu_norm: Normalise = minmax
-                ) -> list[Scored]:
+                context_share: float = 0.0, node_norm: Normalise = minmax, amu_norm: Normalise = minmax,
+                context_rows: int = 16384) -> list[Scored]:
     """Best `k` AMUs of the view for the query (qvec: (d,) float32 unit), best first. The AMUs
     of the final leaves are scored by `contextual` (`context`, `context_share`); node and AMU
-    BM25 are normalised by `node_norm` and `amu_norm`."""
+    BM25 are normalised by `node_norm` and `amu_norm`. When the final leaves hold more than
+    `context_rows` AMUs (a Time-view session of thousands of turns), only the best
+    `context_rows` of them by plain `hybrid` score are scored in context (the context costs a
+    neighbour lookup per unit); at or below it every member is, as before."""
     if k <= 0:
         return []
     frontier = [n for n in view.roots() if not (view.is_leaf(n) and view.leaf_filter and not view.leaf_filter(n))]
@@ -128,8 +131,12 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
     if not rows:
         return []
     cos = view.amu_vectors(rows) @ qvec
+    bm_raw = view.amu_lex.scores_for(rows, query_tokens_amus)
+    if context is not None and context_share > 0 and len(rows) > max(context_rows, k):
+        plain, _ = hybrid(cos, bm_raw, beta, amu_norm)
+        keep = np.sort(np.lexsort((np.arange(len(rows)), -plain))[:max(context_rows, k)])
+        rows, cos, bm_raw = [rows[i] for i in keep], cos[keep], bm_raw[keep]
     ids = view.amu_ids(rows)
-    score, bm = contextual(cos, view.amu_lex.scores_for(rows, query_tokens_amus), ids, context, context_share, beta,
-                           amu_norm)
+    score, bm = contextual(cos, bm_raw, ids, context, context_share, beta, amu_norm)
     order = np.lexsort((np.array(ids), -score))[:k]
     return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order]

@@ -362,7 +362,7 @@ class SpaceIndex:
                context_share: float = 0.0, dialogue: DialogueScoring | None = None,
                flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000,
                allowed: np.ndarray | None = None, complete: int = 0, merge_scoring: str = "text",
-               rrf_k: float = 10) -> RetrievalResult:
+               rrf_k: float = 10, context_rows: int = 16384) -> RetrievalResult:
         """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
         beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
@@ -409,7 +409,7 @@ class SpaceIndex:
                 bt = BeamTrace() if trace else None
                 found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=width, k=plan.budgets.get(v, 0),
                                        beta=beta, trace=bt, context=context, context_share=context_share,
-                                       node_norm=norms[v], amu_norm=amu_norm) \
+                                       node_norm=norms[v], amu_norm=amu_norm, context_rows=context_rows) \
                     if plan.budgets.get(v, 0) else []
                 if trace:
                     traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),

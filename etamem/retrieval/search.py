@@ -119,7 +119,7 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
                           context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg),
                           flat=cfg.flat_candidates, lexical=cfg.bm25_norm,
                           flat_exact_max=cfg.flat_exact_max, allowed=allowed, complete=complete,
-                          merge_scoring=cfg.merge_scoring, rrf_k=cfg.rrf_k)
+                          merge_scoring=cfg.merge_scoring, rrf_k=cfg.rrf_k, context_rows=cfg.context_max_rows)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked]
