@@ -18,30 +18,59 @@ import numpy as np
 from .text_batches import length_batches
 
 
-def _read(path: Path) -> dict | list:
+def read_json(path: Path) -> dict | list:
     with path.open(encoding="utf-8") as f:
         return json.load(f)
 
 
-def supported(model_dir: str | Path) -> str | None:
-    """None when `model_dir` is a model this encoder runs, else why not."""
+def sentence_model_problem(model_dir: str | Path, config_problem) -> str | None:
+    """None when `model_dir` is a sentence-transformers directory (Transformer -> mean Pooling ->
+    Normalize, safetensors weights, tokenizer.json) whose config.json `config_problem(config)`
+    accepts (returns None), else why not. Shared by this encoder and `etamem.mpnet_encoder`."""
     d = Path(model_dir)
     for name in ("config.json", "tokenizer.json", "model.safetensors", "modules.json", "1_Pooling/config.json"):
         if not (d / name).is_file():
             return f"no {name}"
-    cfg = _read(d / "config.json")
-    if cfg.get("model_type") != "bert" or cfg.get("hidden_act") != "gelu" or \
-            cfg.get("position_embedding_type", "absolute") != "absolute":
-        return "not a BERT with GELU and absolute positions"
-    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in _read(d / "modules.json")]
+    why = config_problem(read_json(d / "config.json"))
+    if why:
+        return why
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in read_json(d / "modules.json")]
     if kinds != ["Transformer", "Pooling", "Normalize"]:
         return f"modules {kinds}"
-    pooling = _read(d / "1_Pooling/config.json")
+    pooling = read_json(d / "1_Pooling/config.json")
     if not pooling.get("pooling_mode_mean_tokens") or any(
             pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
                                      "pooling_mode_mean_sqrt_len_tokens")):
         return "pooling other than mean tokens"
     return None
+
+
+def _bert_problem(cfg: dict) -> str | None:
+    if cfg.get("model_type") != "bert" or cfg.get("hidden_act") != "gelu" or \
+            cfg.get("position_embedding_type", "absolute") != "absolute":
+        return "not a BERT with GELU and absolute positions"
+    return None
+
+
+def supported(model_dir: str | Path) -> str | None:
+    """None when `model_dir` is a model this encoder runs, else why not."""
+    return sentence_model_problem(model_dir, _bert_problem)
+
+
+def encode_batches(texts: list[str], dim: int, batch_size: int, tokenizer, device: str, forward) -> np.ndarray:
+    """(n, dim) float32 rows of `forward(ids, mask) -> (B, dim)` torch tensor over `texts`
+    tokenised by `tokenizer` (padded per batch), in batches of similar length (`length_batches`)."""
+    import torch
+
+    texts = list(texts)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    with torch.inference_mode():
+        for batch in length_batches(texts, batch_size):
+            enc = tokenizer.encode_batch([texts[i] for i in batch])
+            ids = torch.tensor([e.ids for e in enc], dtype=torch.long, device=device)
+            mask = torch.tensor([e.attention_mask for e in enc], dtype=torch.long, device=device)
+            out[batch] = forward(ids, mask).float().cpu().numpy()
+    return out
 
 
 class BertEncoder:
@@ -57,8 +86,8 @@ class BertEncoder:
         from tokenizers import Tokenizer
 
         d = Path(model_dir)
-        cfg = _read(d / "config.json")
-        st = _read(d / "sentence_bert_config.json") if (d / "sentence_bert_config.json").is_file() else {}
+        cfg = read_json(d / "config.json")
+        st = read_json(d / "sentence_bert_config.json") if (d / "sentence_bert_config.json").is_file() else {}
         self.name, self.batch_size, self.device = name, batch_size, device
         self.dim = int(cfg["hidden_size"])
         self.heads = int(cfg["num_attention_heads"])
@@ -120,13 +149,4 @@ class BertEncoder:
         return F.normalize(pooled, dim=-1)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        torch = self._torch
-        with torch.inference_mode():
-            for batch in length_batches(texts, self.batch_size):
-                enc = self.tokenizer.encode_batch([texts[i] for i in batch])
-                ids = torch.tensor([e.ids for e in enc], dtype=torch.long, device=self.device)
-                mask = torch.tensor([e.attention_mask for e in enc], dtype=torch.long, device=self.device)
-                out[batch] = self._forward(ids, mask).float().cpu().numpy()
-        return out
+        return encode_batches(texts, self.dim, self.batch_size, self.tokenizer, self.device, self._forward)

