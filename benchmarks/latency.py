@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -302,28 +303,36 @@ def memory_report(mem_doc: dict) -> None:
               f"{t['limit_as_searched_ms']:.2f} ms: {'met' if t['met_as_searched'] else 'NOT met'}")
 
 
-def run_synthetic_part(args) -> dict:
-    """`--synthetic-encoder`: the `Memory.search` part on spaces built by `benchmarks.synthetic_space`."""
-    from benchmarks import latency_synthetic
-    from benchmarks.agent_loop import REPO
-
+@contextmanager
+def work_dir(args, stem: str):
+    """The stores' directory (`--work`, else a new temporary one); afterwards, unless `--keep`,
+    the temporary directory or, in `--work`, each size's `<stem><n>` store is removed."""
     own_work = args.work is None
     work = Path(tempfile.mkdtemp(prefix="etamem-latency-")) if own_work else Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
-    rows = []
     try:
-        for n in sorted(args.memory_sizes):
-            print(f"Memory.search (synthetic), size {n:,}: build / reuse under {work}", file=sys.stderr, flush=True)
-            rows.append(latency_synthetic.run(n, work, queries=args.queries, seed=args.seed, per_add=args.per_add,
-                                              budget_s=args.build_budget_s, env=env, cwd=REPO))
+        yield work
     finally:
         if not args.keep:
             if own_work:
                 shutil.rmtree(work, ignore_errors=True)
             else:
                 for n in args.memory_sizes:
-                    shutil.rmtree(work / f"latency-synthetic-{n}", ignore_errors=True)
+                    shutil.rmtree(work / f"{stem}{n}", ignore_errors=True)
+
+
+def run_synthetic_part(args) -> dict:
+    """`--synthetic-encoder`: the `Memory.search` part on spaces built by `benchmarks.synthetic_space`."""
+    from benchmarks import latency_synthetic
+    from benchmarks.agent_loop import REPO
+
+    env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
+    rows = []
+    with work_dir(args, "latency-synthetic-") as work:
+        for n in sorted(args.memory_sizes):
+            print(f"Memory.search (synthetic), size {n:,}: build / reuse under {work}", file=sys.stderr, flush=True)
+            rows.append(latency_synthetic.run(n, work, queries=args.queries, seed=args.seed, per_add=args.per_add,
+                                              budget_s=args.build_budget_s, env=env, cwd=REPO))
     return {"rows": rows, "synthetic": True, "encoder": "benchmark-hashing-encoder (hashed bag of words, 384 d)"}
 
 
@@ -334,12 +343,9 @@ def run_memory_part(args) -> dict:
         return run_synthetic_part(args)
     _, info = load_sources(args.data)  # fails early on a missing explicit file
     data = args.data if args.data in (None, "demo") else str(Path(args.data).resolve())
-    own_work = args.work is None
-    work = Path(tempfile.mkdtemp(prefix="etamem-latency-")) if own_work else Path(args.work).resolve()
-    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     rows = []
-    try:
+    with work_dir(args, "latency-memory-") as work:
         for n in sorted(args.memory_sizes):
             print(f"Memory.search, size {n:,}: fresh subprocess (store under {work})", file=sys.stderr, flush=True)
             cmd = [sys.executable, "-m", "benchmarks.latency", "--memory-child", str(n), "--work", str(work),
@@ -347,13 +353,6 @@ def run_memory_part(args) -> dict:
                    *[x for kv in args.compare for x in ("--compare", kv)]]
             out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        if not args.keep:
-            if own_work:
-                shutil.rmtree(work, ignore_errors=True)
-            else:
-                for n in args.memory_sizes:
-                    shutil.rmtree(work / f"latency-memory-{n}", ignore_errors=True)
     return {"rows": rows, "data": info, "targets": memory_targets(rows)}
 
 
