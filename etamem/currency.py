@@ -188,6 +188,7 @@ def current_first(hits: Sequence[Hit], query: str, links: Callable[[list[str]], 
     ids = [h.amu.amu_id for h in hits]
     rows = list(links(ids))
     rows += raw_turn_links(hits, links, turn_units) if turn_units is not None else []
+    have = set(rows)  # membership in `rows` (a list scan per row grew with a space's links)
     newer = replacing_links(rows)
     past = windowed or asks_past(query)
     if newer and not past:  # follow the chains to their current ends (a few rounds at most)
@@ -197,8 +198,9 @@ def current_first(hits: Sequence[Hit], query: str, links: Callable[[list[str]], 
             if not frontier:
                 break
             known.update(frontier)
-            more = [r for r in links(frontier) if r not in rows]
+            more = [r for r in dict.fromkeys(links(frontier)) if r not in have]
             rows.extend(more)
+            have.update(more)
             newer = replacing_links(rows)
             frontier = sorted({n for ns in newer.values() for n in ns} - known)
         units = {h.amu.amu_id: h.amu for h in hits}
@@ -206,7 +208,7 @@ def current_first(hits: Sequence[Hit], query: str, links: Callable[[list[str]], 
         hits = linked_order(hits, newer, units)
         missing = [h.amu.amu_id for h in hits if h.amu.amu_id not in ids]
         if missing:
-            rows.extend(r for r in links(missing) if r not in rows)
+            rows.extend(r for r in dict.fromkeys(links(missing)) if r not in have)
     if not past and asks_present(query):
         hits = recency_order(hits, recency_window)
     return annotate(hits, rows)
