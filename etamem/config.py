@@ -116,6 +116,7 @@ class Config:
     routing_temperature: float = 0.05
     routing_candidates: int = 256  # entropy over this many best leaves per view (all, if fewer)
     routing_exact_max: int = 16384  # leaf indexes above this size use HNSW instead of exact search
+    raw_exact_max: int = 50_000  # the raw turns' dense index: exact up to this many turns, HNSW above (0: always exact)
     blas_threads: int = 1  # BLAS threads for the engine's own products (0: leave BLAS alone; see etamem/threads.py)
     # retrieval beyond LoCoMo (docs/benchmarks.md, 'Beyond LoCoMo'): the best `flat_candidates` units of
     # one exact cosine search over every unit join the views' candidates (0: the beams' only), so
@@ -413,7 +414,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
         "speaker_boost", "self_boost", "session_gap_minutes", "flat_candidates", "long_turn_words",
-        "flat_exact_max")},
+        "flat_exact_max", "raw_exact_max")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),

@@ -210,7 +210,8 @@ class LiveSpace:
                     return None
                 index = SpaceIndex.load(found / "index", views, snap.amus, snap.text_vecs, snap.affect_vecs,
                                         exact_max=config.routing_exact_max, stemmer=config.bm25_stemmer)
-                turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer)
+                turn_index = TurnIndex.load(found / "turns", snap.turns, stemmer=config.bm25_stemmer,
+                                            exact_max=config.raw_exact_max or None)
                 _same_vectors(turn_index, snap.turns, sample.turn_vecs)
         except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, open from the store
             if check.ok():  # (else warned as damaged)
@@ -226,7 +227,8 @@ class LiveSpace:
             try:
                 index = SpaceIndex.load(found / "index", views, amus, tv, av, exact_max=config.routing_exact_max,
                                         stemmer=config.bm25_stemmer)
-                turn_index = TurnIndex.load(found / "turns", turns, stemmer=config.bm25_stemmer)
+                turn_index = TurnIndex.load(found / "turns", turns, stemmer=config.bm25_stemmer,
+                                             exact_max=config.raw_exact_max or None)
                 _same_vectors(turn_index, turns, vecs)
                 return cls(space, views, index, turn_index, stamp, saved=True)
             except Exception as exc:  # noqa: BLE001 - a cache: whatever is wrong with it, rebuild
@@ -240,7 +242,9 @@ class LiveSpace:
                 store.put_turn_vectors(space, [t.turn_id for t in missing], new)
             vecs.update(zip((t.turn_id for t in missing), new))
         matrix = np.stack([vecs[t.turn_id] for t in turns]) if turns else np.zeros((0, text_dim), np.float32)
-        return cls(space, views, index, TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer), stamp)
+        turn_index = TurnIndex(text_dim, turns, matrix, stemmer=config.bm25_stemmer,
+                               exact_max=config.raw_exact_max or None)
+        return cls(space, views, index, turn_index, stamp)
 
     def follow(self, store) -> bool:
         """Catch up with writes another process committed, applying what they changed

@@ -128,13 +128,15 @@ class Memory(Engine):
 
     def index_info(self, space: str = "default") -> dict:
         """The space's live indexes: `generation` (the store write they reflect), `saved` (the
-        generation the derived files on disk hold, None if not written or stale), their sizes and
-        `bm25_stemmer`, the stemmer their BM25 tokens were built with."""
+        generation the derived files on disk hold, None if not written or stale), their sizes,
+        `routing_modes` / `turn_index_mode` ("exact" or "hnsw") and `bm25_stemmer`, the stemmer
+        their BM25 tokens were built with."""
         live = self._space(self._known_space(space))
         with live.rw.read():
             return {"generation": live.generation, "saved": live.saved_generation,
                     "amus": len(live.index.amu_of), "turns": len(live.turns),
                     "routing_modes": {v: ix.mode for v, ix in live.index.routing.items()},
+                    "turn_index_mode": live.turns.index.dense.mode,
                     "bm25_stemmer": live.index.amu_lex.stemmer}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:

@@ -26,13 +26,15 @@ class TurnIndex:
     """Exact hybrid search over the raw turns of one space, updated in place: a
     `FlatHybridIndex` over the turns' `turn_text` vectors (encoded once, at add) and
     `turn_text` + date, plus the slot -> turn map. Score = (1 - beta) * cos + beta * BM25n over
-    the union of the dense top `pool` and the BM25 top `pool`, ties by arrival order.
+    the union of the dense top `pool` and the BM25 top `pool`, ties by arrival order. `exact_max`:
+    above that many turns the dense pool comes from an HNSW graph (`Config.raw_exact_max`).
     """
 
     def __init__(self, dim: int, turns: list[Turn] = (), vectors: np.ndarray | None = None, *,
-                 stemmer: str = "english"):
+                 stemmer: str = "english", exact_max: int | None = None):
         self.dim = int(dim)
-        self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim, stemmer=stemmer)
+        self.index = FlatHybridIndex(np.zeros((0, self.dim), np.float32), [], dim=self.dim, stemmer=stemmer,
+                                     exact_max=exact_max)
         self.turns: list[Turn | None] = []  # slot -> turn (None once removed)
         self.slot_of: dict[str, int] = {}
         self.arrival: dict[str, int] = {}  # turn id -> arrival rank: ties go to the earlier turn, also
@@ -140,8 +142,10 @@ class TurnIndex:
             None if t is None else t.turn_id for t in self.turns]}))
 
     @classmethod
-    def load(cls, directory, turns: list[Turn], *, stemmer: str = "english") -> "TurnIndex":
-        """The index `save` wrote, for exactly these (extracted) turns and BM25 stemmer; ValueError
+    def load(cls, directory, turns: list[Turn], *, stemmer: str = "english",
+             exact_max: int | None = None) -> "TurnIndex":
+        """The index `save` wrote, for exactly these (extracted) turns and BM25 stemmer, with the
+        exact/HNSW threshold `exact_max` (applied from the next write on); ValueError
         otherwise."""
         d = Path(directory)
         meta = json.loads((d / "slots.json").read_text())
@@ -152,6 +156,7 @@ class TurnIndex:
             raise ValueError("saved turn slots do not match the stored turns")
         self = cls(meta["dim"], stemmer=stemmer)
         self.index = FlatHybridIndex.load(d, self.dim)
+        self.index.set_exact_max(exact_max)
         if self.index.lexical.stemmer != stemmer:
             raise ValueError(f"saved BM25 over turns was stemmed with {self.index.lexical.stemmer!r}, not {stemmer!r}")
         if self.index.lexical.n != len(ids):

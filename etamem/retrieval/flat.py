@@ -28,16 +28,18 @@ class FlatResult:
 class FlatHybridIndex:
     """Exact dense + BM25 over rows in slots, updated in place (vectors: (n, d) float32 unit rows).
 
-    Dense: an exact `VectorIndex` keyed by slot (growable matrix, one product per query; FAISS's
+    Dense: a `VectorIndex` keyed by slot (growable matrix, one product per query; FAISS's
     flat index reallocates its whole storage on every add: 4 ms per one-row add at 54k rows,
-    measured); lexical: an incremental `LexicalIndex` with the same slots.
+    measured), exact unless `exact_max` (then HNSW above that many rows: the dense pool is
+    approximate, the candidates' scores stay exact); lexical: an incremental `LexicalIndex` with
+    the same slots.
     """
 
     def __init__(self, vectors: np.ndarray, bm25_texts: list[str], *, dim: int | None = None,
-                 stemmer: str = "english"):
+                 stemmer: str = "english", exact_max: int | None = None):
         vectors = np.asarray(vectors, dtype=np.float32)
         self.dim = int(dim if dim is not None else vectors.shape[1])
-        self._dense = VectorIndex(self.dim, exact_max=None)
+        self._dense = VectorIndex(self.dim, exact_max=exact_max)
         self._bm25 = LexicalIndex([], stemmer=stemmer)
         if len(bm25_texts) or vectors.shape[0]:
             self.add(vectors, bm25_texts)
@@ -50,6 +52,10 @@ class FlatHybridIndex:
     def set_device(self, device: str, min_rows: int = 20_000) -> None:
         """Where the dense search runs (`VectorIndex.set_device`)."""
         self._dense.set_device(device, min_rows)
+
+    def set_exact_max(self, exact_max: int | None) -> None:
+        """Exact dense search up to `exact_max` rows (None: always); `VectorIndex.set_exact_max`."""
+        self._dense.set_exact_max(exact_max)
 
     @property
     def dense(self):

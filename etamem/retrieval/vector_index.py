@@ -93,6 +93,14 @@ class VectorIndex:
         if device == "cpu":
             self._gpu = None
 
+    def set_exact_max(self, exact_max: int | None) -> None:
+        """A new exact/HNSW threshold (None: always exact), for an index loaded with another one.
+        It takes effect at the next write (exact -> hnsw) or compaction (hnsw -> exact), so that
+        opening a large index never waits for a graph build."""
+        if exact_max is not None and int(exact_max) < 1:
+            raise ValueError("exact_max must be positive or None")
+        self.exact_max = None if exact_max is None else int(exact_max)
+
     @property
     def on_gpu(self) -> bool:
         """The last exact search ran on the GPU copy."""
