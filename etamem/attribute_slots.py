@@ -3,16 +3,21 @@ rules of `etamem.supersession`.
 
 A slot is an attribute that holds one value at a time for one person (where they live, their
 job, diet, partner, car, phone, commute, the date of one event, an amount, ...), described by
-a handful of generic prototype sentences (`etamem/data/attribute_slots.json`). A unit is in a
-slot when its text vector's best cosine to the slot's prototypes is at least `threshold` and
-beats every other slot's best by `margin`. Two facts of the same speaker and holder in the same
-slot, the newer said later, different (cosine below `ceiling`; slots marked `same_thing` also
-need a shared topic word: the date of *one* event) -> the newer supersedes the older, with a
-confidence below the rules' (`SLOT_CONFIDENCE`).
+a handful of generic prototype sentences (`etamem/data/attribute_slots.json`). The newer unit is
+in a slot when its text vector's best cosine to the slot's prototypes is at least `threshold`
+and beats every other slot's best by `margin`; an older unit is in the same slot when its score
+there is at least `threshold` and within `tolerance` of its own best slot. Then the newer
+supersedes the older (`slot_supersedes`) when both are facts (`supersession.is_fact`) of the
+same speaker and holder, the older names its speaker, neither speaks to "you", the newer was
+said at least `min_gap_days` later (same-chat elaborations are left to the rules), they differ
+(cosine below `ceiling`; a `same_thing` slot also needs a shared topic word: the date of *one*
+event), and the newer says that something changed (the rules' change words or SLOT_CHANGE).
+Its confidence, SLOT_CONFIDENCE, is below every rule link's.
 
-`SlotSupersession` combines the rules and the slots: the rules' confidence when they link, else
-the slots'. The prototype vectors are encoded once per encoder (lazily, on first use; cached by
-the encoder's identity), never at import.
+`SlotSupersession` combines the rules and the slots: the rules' links, plus the slots' for the
+candidates the rules leave. The prototype vectors are encoded once per encoder (lazily, on first
+use; cached by the encoder's identity), never at import. Chosen on the tuning data
+(`benchmarks/slot_links.py`): threshold 0.4, margin 0, tolerance 0.05.
 """
 from __future__ import annotations
 
