@@ -2,14 +2,18 @@
 memories: units extracted as the engine does (the rule extractor), encoded by the real MiniLM,
 classified by `etamem.supersession.find_supersessions` as a write does.
 
-    python -m benchmarks.slot_links [--locomo PATH] [--threshold T --margin M --ceiling C] [--grid] [--out FILE.json]
+    python -m benchmarks.slot_links [--locomo PATH] [--threshold T --margin M --tolerance X --ceiling C]
+                                    [--no-change-words] [--grid] [--show-locomo] [--out FILE.json]
 
 Reported:
 - link recall per scenario file and split (`etamem/data/updates.json` dev / test,
   `etamem/data/updates_holdout2.json`): the new fact's unit supersedes the old fact's unit (old
   said on day 0, new on day 30, one batch each);
+- cross links: every scenario of a set said by one user (olds a day apart, each new 40 days
+  after its old): links other than new -> old of one scenario (some are right: another
+  scenario's place is the same slot for one user);
 - false links on `tests/data/short_statements.json` (one user says them all in sequence, none
-  replaces another);
+  replaces another): a minute apart (as tests/test_facts_that_change.py) and a day apart;
 - links made over LoCoMo's dev conversations (session by session; candidates the 32 nearest
   units of earlier sessions and the session's earlier units, as `construction.supersession_links`).
 `--grid`: the slots' counts over thresholds and margins (slots alone; the vectors are encoded once).
@@ -75,9 +79,9 @@ def scenario_units(encoder) -> dict:
             if s["split"] != split:
                 continue
             days = s.get("gap_days", 30)
-            old = extract([{"role": "user", "content": s["old"], "timestamp": T0.isoformat(), "id": "old",
+            old = extract([{"role": "user", "content": s["old"], "timestamp": T0.isoformat(), "id": f"{s['id']}:old",
                             "session_id": "a"}], s["id"])
-            new = extract([{"role": "user", "content": s["new"], "id": "new", "session_id": "b",
+            new = extract([{"role": "user", "content": s["new"], "id": f"{s['id']}:new", "session_id": "b",
                             "timestamp": (T0 + timedelta(days=days)).isoformat()}], s["id"])
             rows.append((s["id"], old, new, encoder.encode([u.text for u in old + new])))
         out[(name, split)] = rows
@@ -97,6 +101,29 @@ def recall(rows, classifier) -> tuple[int, int, list[str]]:
         else:
             missed.append(sid)
     return hit, len(rows), missed
+
+
+def cross_links(rows, classifier) -> list[tuple[str, str]]:
+    """All scenarios of a set said by one user (olds on days 0, 1, ..., news 40 days after
+    their old): links other than new -> old of one scenario (another scenario's fact is
+    sometimes the same slot, so a few are not wrong; this counts them all)."""
+    from dataclasses import replace
+
+    from etamem.supersession import find_supersessions
+
+    units, vecs = [], []
+    for d, (sid, old, new, v) in enumerate(rows):
+        for u, x in zip(old + new, v):
+            units.append(replace(u, timestamp=u.timestamp + timedelta(days=d + (10 if u in new else 0))))
+            vecs.append(x)
+    order = sorted(range(len(units)), key=lambda i: (units[i].timestamp, units[i].amu_id))
+    units, vecs = [units[i] for i in order], np.asarray([vecs[i] for i in order], np.float32)
+    text = {u.amu_id: u.text for u in units}
+    out = []
+    for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier):
+        if a.split(":")[0] != b.split(":")[0] or ":new" not in a or ":old" not in b:
+            out.append((text[a], text[b]))
+    return out
 
 
 def statement_units(encoder, step: timedelta = timedelta(minutes=1)):
@@ -170,6 +197,7 @@ def main(argv=None) -> None:
     p.add_argument("--tolerance", type=float, default=None)
     p.add_argument("--grid", action="store_true")
     p.add_argument("--examples", type=int, default=10, help="false links shown per set")
+    p.add_argument("--show-locomo", action="store_true", help="print the first LoCoMo links (not written to --out)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -188,19 +216,22 @@ def main(argv=None) -> None:
     loc_path = Path(a.locomo)
     convs = locomo_units(loc_path, enc, Path("/tmp/slot_links_locomo.npy")) if loc_path.is_file() else None
     cw = not a.no_change_words
-    grid = [(t, m, cw)] if not a.grid else [(tt, mm, w) for w in (True,) for tt in (0.35, 0.4, 0.45, 0.5)
-                                             for mm in (0.0, 0.03)]
+    grid = [(t, m, cw, tol)] if not a.grid else [(tt, mm, cw, to) for tt in (0.4, 0.45) for mm in (0.0, 0.03, 0.05)
+                                                  for to in (0.0, 0.05)]
     report: dict = {"rows": []}
-    for tt, mm, w in grid:
-        cls = classifiers(enc, tt, mm, c, w, tolerance=tol)
+    for tt, mm, w, to in grid:
+        cls = classifiers(enc, tt, mm, c, w, tolerance=to)
         names = ["slots"] if a.grid else ["rules", "slots", "both"]
         for name in names:
-            row = {"threshold": tt, "margin": mm, "ceiling": c, "tolerance": tol, "change_words": w,
+            row = {"threshold": tt, "margin": mm, "ceiling": c, "tolerance": to, "change_words": w,
                    "classifier": name}
             for (f, split), rows in scen.items():
                 hit, n, missed = recall(rows, cls[name])
                 row[f"{f}:{split}"] = f"{hit}/{n}"
                 row[f"missed {f}:{split}"] = missed
+                wrong = cross_links(rows, cls[name])
+                row[f"cross {f}:{split}"] = len(wrong)
+                row[f"cross examples {f}:{split}"] = wrong[:a.examples]
             fl = false_links(st_units, st_vecs, cls[name])
             row["short_statements_false"] = len(fl)
             row["short_statements_examples"] = fl[:a.examples]
@@ -210,7 +241,8 @@ def main(argv=None) -> None:
             if convs is not None:
                 ll = locomo_links(convs, cls[name])
                 row["locomo_dev_links"] = len(ll)
-                row["locomo_examples"] = ll[:a.examples]
+                if a.show_locomo:  # printed, never written to --out: the data is not committed
+                    print(json.dumps({"locomo_examples": ll[:a.examples]}, ensure_ascii=False))
             report["rows"].append(row)
             print(json.dumps({k: v for k, v in row.items() if "missed" not in k and "examples" not in k}), flush=True)
     if a.out:

@@ -17,7 +17,7 @@ Its confidence, SLOT_CONFIDENCE, is below every rule link's.
 `SlotSupersession` combines the rules and the slots: the rules' links, plus the slots' for the
 candidates the rules leave. The prototype vectors are encoded once per encoder (lazily, on first
 use; cached by the encoder's identity), never at import. Chosen on the tuning data
-(`benchmarks/slot_links.py`): threshold 0.4, margin 0, tolerance 0.05.
+(`benchmarks/slot_links.py`): threshold 0.4, margin 0.03, tolerance 0.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ SLOT_FLOOR = 0.15  # candidates this far apart can still be one slot's two value
 SLOT_CHANGE = re.compile(r"\b(?:cut|pushed|since|starting|from (?:next|january|february|march|april|may|june|july"
                          r"|august|september|october|november|december)|last day|first day|traded|rehomed|gave away"
                          r"|bought|lately|again|(?:has|have|'ve|'s) been \w+ing)\b", re.IGNORECASE)
+_THIRD = re.compile(r"\b(?:they|he|she|them|him)\b", re.IGNORECASE)
 _YOU = re.compile(r"\b(?:you|your|yours|you're|you've)\b", re.IGNORECASE)
 
 
@@ -91,9 +92,9 @@ def load_slots(path: str | None = None) -> tuple[Slot, ...]:
 class AttributeSlots:
     """Slot assignment of text vectors (unit norm, float32) by their prototypes' cosines."""
 
-    def __init__(self, slots: Sequence[Slot] | None = None, *, threshold: float = 0.4, margin: float = 0.0,
+    def __init__(self, slots: Sequence[Slot] | None = None, *, threshold: float = 0.4, margin: float = 0.03,
                  ceiling: float = 0.9, change_words: bool = True, min_gap_days: float = 1.0,
-                 tolerance: float = 0.05) -> None:
+                 tolerance: float = 0.0) -> None:
         if not -1.0 <= threshold <= 1.0 or not 0.0 <= margin <= 2.0 or not -1.0 <= ceiling <= 1.0:
             raise ValueError(f"attribute slots: threshold and ceiling in [-1, 1], margin in [0, 2]; "
                              f"got {threshold}, {margin}, {ceiling}")
@@ -168,6 +169,8 @@ def slot_supersedes(new: str, old: str, similarity: float, new_slot: str | None,
     if new.strip().lower() == old.strip().lower() or not (is_fact(new) and is_fact(old)) \
             or holder(new) != holder(old) or not mentions(old, speaker) or _YOU.search(new) or _YOU.search(old):
         return None  # the older must be the speaker's own fact; neither is said about the listener
+    if not mentions(new, speaker) and _THIRD.search(new):
+        return None  # the newer tells of someone else ("they went to college together and became engaged")
     if slots.same_thing(new_slot) and not subject_words(new, speaker) & subject_words(old, speaker):
         return None
     t = new.replace("\u2019", "'")

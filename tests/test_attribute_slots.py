@@ -9,7 +9,7 @@ import pytest
 
 from etamem import Config, Memory
 from etamem.affect import VaderAffectTagger
-from etamem.attribute_slots import AttributeSlots, SlotSupersession, load_slots
+from etamem.attribute_slots import SLOT_CONFIDENCE, AttributeSlots, SlotSupersession, load_slots, slot_supersedes
 from etamem.encoders import CachedEncoder
 from etamem.supersession import RuleSupersession
 
@@ -45,7 +45,7 @@ def test_slot_assignment(minilm, text, slot):
 
 
 @pytest.mark.parametrize("old,new,value", [(OLD, NEW, "Cardiff"),
-                                            ("I drive a Volvo.", "Picked up a secondhand Audi, the old car finally died.",
+                                            ("My car is a Volvo.", "Picked up a secondhand Audi, the old car finally died.",
                                              "Audi")])
 def test_a_change_worded_unlike_the_rules_links_through_the_slots(minilm, old, new, value):
     month = timedelta(days=40)
@@ -96,3 +96,18 @@ def test_slot_files_are_checked(tmp_path):
     with pytest.raises(ValueError, match="threshold"):
         AttributeSlots(threshold=1.5)
     assert np.isfinite(AttributeSlots().threshold)
+
+
+@pytest.mark.parametrize("new,linked", [
+    ("The user got engaged to Alex.", True),  # a change word, the user's own fact
+    ("The user's partner is Alex.", False),  # no change word: left to the rules' frames
+    ("After college they went travelling together and got engaged.", False),  # someone else's story
+    ("Hope you and Alex got engaged!", False),  # said to the listener
+])
+def test_the_slot_test_needs_a_change_of_the_speakers_own_fact(new, linked):
+    slots = AttributeSlots()
+    conf = slot_supersedes(new, "The user's partner is Sam.", 0.3, "relationship", "relationship", slots,
+                           speaker="user", gap_days=30)
+    assert (conf == SLOT_CONFIDENCE) is linked
+    assert slot_supersedes(new, "The user's partner is Sam.", 0.3, "relationship", "car", slots, speaker="user",
+                           gap_days=30) is None  # two slots
