@@ -75,6 +75,7 @@ class Config:
     # --- facts that change (etamem.supersession, etamem.currency) -----------------------------
     supersession: str = "auto"  # "auto" (llm when configured, else rules) | "rules" | "llm" | "off"
     supersession_floor: float = 0.4  # below this cosine only a replacement word within one exclusive attribute links
+    supersession_slots: bool = True  # rules also link two facts of one exclusive attribute slot (etamem.attribute_slots)
     current_first: bool = True  # search: a superseded unit ranks right after what replaced it
 
     # --- time ------------------------------------------------------------------

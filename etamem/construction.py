@@ -83,8 +83,13 @@ def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier
     from .supersession import find_supersessions, is_fact
 
     near: list[list[tuple[AMU, float]]] = []
+    vectors: dict[str, np.ndarray] = {}  # the candidates' text vectors, for a classifier that uses them
+    wants = bool(getattr(classifier, "uses_vectors", False))
     with live.rw.read():
         for unit, vec in zip(units, np.asarray(text_vecs, np.float32)):
             found = live.index.flat_candidates(vec, 32) if is_fact(unit.text) else []
             near.append([(live.index.amu_of[s.key], s.cos) for s in found if s.key in live.index.amu_of])
-    return find_supersessions(units, text_vecs, near, classifier, floor=floor)
+            if wants:
+                vectors.update((s.key, live.index.text_vecs[live.index.row_of[s.key]].copy())
+                               for s in found if s.key in live.index.row_of)
+    return find_supersessions(units, text_vecs, near, classifier, floor=floor, near_vectors=vectors)

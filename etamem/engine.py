@@ -150,6 +150,10 @@ class Engine:
                 if mode == "llm" and self.llm is None:
                     raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
                 use_llm = mode == "llm" or (mode == "auto" and self.llm is not None)
+                if mode != "off" and not use_llm and self.config.supersession_slots:
+                    from .attribute_slots import SlotSupersession
+
+                    rules = SlotSupersession(self.text_encoder, rules)
                 self._supersession = None if mode == "off" else (
                     LLMSupersession(self.llm, rules, temperature=self.config.fta_construction_temperature)
                     if use_llm else rules)

@@ -30,7 +30,7 @@ import functools
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, Sequence
 
@@ -396,6 +396,7 @@ class Candidate:
     timestamp: datetime
     similarity: float
     refs: tuple[str, ...] = ()  # LLM cache tags of its source turns ("turn:<space>/<turn id>")
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)  # its text vector, when known
 
 
 class SupersessionClassifier(Protocol):
@@ -482,14 +483,21 @@ def parse_reply(reply: Any, ids: Sequence[str]) -> list[tuple[str, float]]:
 
 
 def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequence[tuple[Any, float]]],
-                       classifier: SupersessionClassifier, *, top: int = 8,
-                       floor: float = 0.4) -> list[tuple[str, str, str, float]]:
+                       classifier: SupersessionClassifier, *, top: int = 8, floor: float = 0.4,
+                       near_vectors: dict[str, np.ndarray] | None = None) -> list[tuple[str, str, str, float]]:
     """`supersedes` links (newer id, older id, "supersedes", confidence) of new `units` (AMUs in
     time order, text vectors (n, d_t) float32, unit norm) against `near[i]`, the stored units
     nearest unit i as [(AMU, cosine)], and the batch's earlier units. Candidates: units of the
-    same speaker, said no later than the new one, cosine >= `floor`, the `top` most similar."""
+    same speaker, said no later than the new one, cosine >= `floor` (or the classifier's lower
+    `min_similarity`), the `top` most similar. A classifier with `uses_vectors` (the attribute
+    slots) gets the new unit's vector and each candidate's (`near_vectors`: stored unit id ->
+    vector; the batch's own are known)."""
     links: list[tuple[str, str, str, float]] = []
     vecs = np.asarray(vectors, np.float32)
+    with_vectors = bool(getattr(classifier, "uses_vectors", False))
+    lowest = min(floor, CATEGORY_FLOOR, getattr(classifier, "min_similarity", 1.0))
+    batch = {u.amu_id: vecs[j] for j, u in enumerate(units)} if with_vectors else {}
+    stored = near_vectors or {}
     for i, unit in enumerate(units):
         if not is_fact(unit.text):
             continue
@@ -499,15 +507,17 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
         earlier = [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)
                    if units[j].speaker == unit.speaker and units[j].timestamp <= unit.timestamp]
         for other, cos in [*near[i], *earlier]:
-            if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= min(floor, CATEGORY_FLOOR) \
+            if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= lowest \
                     and other.amu_id != unit.amu_id:
+                vec = (stored.get(other.amu_id, batch.get(other.amu_id))) if with_vectors else None
                 pool[other.amu_id] = Candidate(other.amu_id, other.text, other.speaker, other.timestamp, float(cos),
-                                               tuple(f"turn:{other.space}/{t}" for t in other.source_turn_ids))
+                                               tuple(f"turn:{other.space}/{t}" for t in other.source_turn_ids), vec)
         best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:top]
         if not best:
             continue
         with cache_refs(*(f"turn:{unit.space}/{t}" for t in unit.source_turn_ids)):
-            found = classifier.classify(unit.text, unit.speaker, best)
+            found = (classifier.classify(unit.text, unit.speaker, best, vector=vecs[i], at=unit.timestamp) if with_vectors
+                     else classifier.classify(unit.text, unit.speaker, best))
         for target, conf in found:
             links.append((unit.amu_id, target, SUPERSEDES, float(conf)))
     return links

@@ -10,6 +10,7 @@ import pytest
 from etamem import Config, Memory
 from etamem.affect import VaderAffectTagger
 from etamem.answering import compose_answer
+from etamem.attribute_slots import SlotSupersession
 from etamem.currency import asks_past, asks_present, current_first, linked_order
 from etamem.encoders import CachedEncoder
 from etamem.llm import LLMClient
@@ -239,7 +240,9 @@ def test_an_llm_classifier_needs_an_llm(minilm):
     with pytest.raises(ValueError, match="supersession='llm' needs an LLM"):
         _ = memory(minilm, supersession="llm").supersession
     assert memory(minilm, supersession="off").supersession is None
-    assert isinstance(memory(minilm).supersession, RuleSupersession)  # no LLM configured: the rules
+    default = memory(minilm).supersession  # no LLM configured: the rules and the attribute slots
+    assert isinstance(default, SlotSupersession) and isinstance(default.rules, RuleSupersession)
+    assert isinstance(memory(minilm, supersession_slots=False).supersession, RuleSupersession)  # the rules alone
 
 
 def test_the_llm_answer_sees_which_memory_is_current(changed, chat_server):
