@@ -1,4 +1,4 @@
-"""`supersedes` links of the rules, the attribute slots and both (issue 32), without building
+"""`supersedes` links of the rules, the attribute slots and both, without building
 memories: units extracted as the engine does (the rule extractor), encoded by the real MiniLM,
 classified by `etamem.supersession.find_supersessions` as a write does.
 

@@ -1,4 +1,4 @@
-"""Exclusive attribute slots: an embedding test for facts that change (issue 32), next to the
+"""Exclusive attribute slots: an embedding test for facts that change, next to the
 rules of `etamem.supersession`.
 
 A slot is an attribute that holds one value at a time for one person (where they live, their
