@@ -34,7 +34,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from itertools import groupby
 from pathlib import Path
@@ -57,6 +56,7 @@ from benchmarks.agent_loop import (
     torch_threads,
     uncached,
 )
+from benchmarks.workdir import work_dir
 
 TARGET_RATIO = 1.5  # ingestion time / encoder-alone time
 BATCH = 64
@@ -287,12 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m benchmarks.ingest " + " ".join(sys.argv[1:] if argv is None else argv)
     load_sources(args.data)  # fails early on a missing explicit file
     data = args.data if args.data in (None, DEMO) else str(Path(args.data).resolve())
-    own_work = args.work is None
-    work = Path(tempfile.mkdtemp(prefix="etamem-ingest-")) if own_work else Path(args.work).resolve()
-    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     machine, t_start, rows = machine_info(), time.perf_counter(), []
-    try:
+    with work_dir(args.work, args.keep, "etamem-ingest-", [f"ingest-{part}" for part in args.parts]) as work:
         for part in args.parts:
             log_stderr(f"part {part}: starting a fresh subprocess (store under {work})")
             cmd = [sys.executable, "-m", "benchmarks.ingest", "--child", part, "--work", str(work),
@@ -300,13 +297,6 @@ def main(argv: list[str] | None = None) -> None:
                    *(["--data", data] if data is not None else [])]
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env, cwd=REPO)
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    finally:
-        if not args.keep:
-            if own_work:
-                shutil.rmtree(work, ignore_errors=True)
-            else:
-                for part in args.parts:
-                    shutil.rmtree(work / f"ingest-{part}", ignore_errors=True)
     doc = {"command": command, "machine": machine,
            "args": {k: v for k, v in vars(args).items() if k not in ("child", "report")},
            "wall_s": time.perf_counter() - t_start, "results": rows,

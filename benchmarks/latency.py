@@ -42,13 +42,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.workdir import work_dir
 
 
 def synth(n: int, dim: int, seed: int, cluster_size: int = 50, noise: float = 0.6):
@@ -70,6 +70,17 @@ def synth(n: int, dim: int, seed: int, cluster_size: int = 50, noise: float = 0.
 def percentiles(ms: list[float]) -> dict:
     a = np.asarray(ms)
     return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean())}
+
+
+def timed_search(mem, q: str, model, space: str, top_k: int) -> tuple[float, float, float, int]:
+    """One `Memory.search` of `q`: its wall and CPU ms, then the (uncached) encoder `model` alone
+    on the same text in ms, and the number of hits."""
+    t, c = time.perf_counter(), time.process_time()
+    found = mem.search(q, space, top_k=top_k)
+    wall, cpu = 1000 * (time.perf_counter() - t), 1000 * (time.process_time() - c)
+    t = time.perf_counter()
+    model.encode([q])
+    return wall, cpu, 1000 * (time.perf_counter() - t), len(found)
 
 
 def run_child(n: int, args) -> dict:
@@ -200,14 +211,8 @@ def memory_latency(n: int, *, sources, data_info: dict, store_dir, queries: int 
     total, total_cpu, enc, rest, hits, enc_searched, rest_searched = [], [], [], [], [], [], []
     naming = 0  # queries that name a speaker (two texts encoded)
     for q in qs[4:]:
-        t, c = time.perf_counter(), time.process_time()
-        found = mem.search(q, SPACE, top_k=TOP_K)
-        total.append(1000 * (time.perf_counter() - t))
-        total_cpu.append(1000 * (time.process_time() - c))
-        hits.append(len(found))
-        t = time.perf_counter()
-        model.encode([q])
-        enc.append(1000 * (time.perf_counter() - t))
+        for out, value in zip((total, total_cpu, enc, hits), timed_search(mem, q, model, SPACE, TOP_K)):
+            out.append(value)
         rest.append(total[-1] - enc[-1])
         texts = query_texts(q, named_speakers(q, speakers), mem.config.query_name_mix)
         naming += len(texts) > 1
@@ -303,22 +308,9 @@ def memory_report(mem_doc: dict) -> None:
               f"{t['limit_as_searched_ms']:.2f} ms: {'met' if t['met_as_searched'] else 'NOT met'}")
 
 
-@contextmanager
-def work_dir(args, stem: str):
-    """The stores' directory (`--work`, else a new temporary one); afterwards, unless `--keep`,
-    the temporary directory or, in `--work`, each size's `<stem><n>` store is removed."""
-    own_work = args.work is None
-    work = Path(tempfile.mkdtemp(prefix="etamem-latency-")) if own_work else Path(args.work).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        yield work
-    finally:
-        if not args.keep:
-            if own_work:
-                shutil.rmtree(work, ignore_errors=True)
-            else:
-                for n in args.memory_sizes:
-                    shutil.rmtree(work / f"{stem}{n}", ignore_errors=True)
+def stores_dir(args, stem: str):
+    """`benchmarks.workdir.work_dir` for the `Memory.search` part: each size's `<stem><n>` store."""
+    return work_dir(args.work, args.keep, "etamem-latency-", [f"{stem}{n}" for n in args.memory_sizes])
 
 
 def run_synthetic_part(args) -> dict:
@@ -328,7 +320,7 @@ def run_synthetic_part(args) -> dict:
 
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     rows = []
-    with work_dir(args, "latency-synthetic-") as work:
+    with stores_dir(args, "latency-synthetic-") as work:
         for n in sorted(args.memory_sizes):
             print(f"Memory.search (synthetic), size {n:,}: build / reuse under {work}", file=sys.stderr, flush=True)
             rows.append(latency_synthetic.run(n, work, queries=args.queries, seed=args.seed, per_add=args.per_add,
@@ -345,7 +337,7 @@ def run_memory_part(args) -> dict:
     data = args.data if args.data in (None, "demo") else str(Path(args.data).resolve())
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"))
     rows = []
-    with work_dir(args, "latency-memory-") as work:
+    with stores_dir(args, "latency-memory-") as work:
         for n in sorted(args.memory_sizes):
             print(f"Memory.search, size {n:,}: fresh subprocess (store under {work})", file=sys.stderr, flush=True)
             cmd = [sys.executable, "-m", "benchmarks.latency", "--memory-child", str(n), "--work", str(work),

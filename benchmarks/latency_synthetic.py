@@ -23,20 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.latency import percentiles, timed_search
+from benchmarks.many_spaces import rss_mb
+
 TOP_K = 20
-
-
-def rss_mb() -> float:
-    """Current resident set (VmRSS), MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def percentiles(ms: list[float]) -> dict:
-    a = np.asarray(ms, np.float64)
-    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean())}
 
 
 def measure(path: Path, queries: int, seed: int) -> dict:
@@ -56,14 +46,8 @@ def measure(path: Path, queries: int, seed: int) -> dict:
     model = uncached(mem.text_encoder)
     total, cpu, enc, hits = [], [], [], []
     for q in qs[4:]:
-        t, c = time.perf_counter(), time.process_time()
-        found = mem.search(q, SPACE, top_k=TOP_K)
-        total.append(1000 * (time.perf_counter() - t))
-        cpu.append(1000 * (time.process_time() - c))
-        hits.append(len(found))
-        t = time.perf_counter()
-        model.encode([q])
-        enc.append(1000 * (time.perf_counter() - t))
+        for out, value in zip((total, cpu, enc, hits), timed_search(mem, q, model, SPACE, TOP_K)):
+            out.append(value)
     info = mem.index_info(SPACE)
     out = {"amus": info["amus"], "turns": info["turns"], "routing_modes": info["routing_modes"],
            "turn_index_mode": info.get("turn_index_mode"), **first,
