@@ -1,8 +1,8 @@
 """Packaging for ETAMem.
 
-`kernels/` is installed as `etamem.kernels` and `prompts/` as package data
-`etamem/prompts`; nothing is installed as a top-level `kernels` module (a PyPI
-package of that name exists and `transformers` probes for it). The build system
+`prompts/` is installed as package data `etamem/prompts`. The numeric kernels
+live in `etamem/kernels/`: a top-level `kernels` directory in the checkout would
+shadow the PyPI `kernels` package, which `transformers` imports. The build system
 and the tool settings are in pyproject.toml; the metadata is here.
 """
 import re
@@ -93,7 +93,7 @@ setup(
     python_requires=">=3.11",
     packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.fta", "etamem.integrations", "etamem.kernels",
               "etamem.prompts", "etamem.data", "etamem.bench"],
-    package_dir={"etamem": "etamem", "etamem.kernels": "kernels", "etamem.prompts": "prompts"},
+    package_dir={"etamem": "etamem", "etamem.prompts": "prompts"},
     package_data={"etamem.prompts": ["*.txt"], "etamem.data": ["*.json"]},
     install_requires=BASE,
     extras_require=EXTRAS,

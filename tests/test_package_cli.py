@@ -27,6 +27,17 @@ def test_import_is_light_and_kernels_are_a_subpackage(tmp_path):
     assert info["top"] is None or str(REPO / "kernels") not in info["top"]
 
 
+def test_the_checkout_does_not_shadow_the_pypi_kernels_package():
+    """Run from the checkout (the current directory first on sys.path, as `python -c` and the tests
+    do): a `kernels` found there would hide the PyPI `kernels` that `transformers` imports."""
+    import subprocess
+
+    code = "import importlib.util; spec = importlib.util.find_spec('kernels'); print(spec and spec.origin)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    origin = out.stdout.strip()
+    assert origin == "None" or not origin.startswith(str(REPO) + "/kernels"), origin
+
+
 def test_prompts_installed_as_package_data():
     from etamem.prompts_io import list_prompts
 

@@ -1,4 +1,4 @@
-"""Numeric hot paths of ETAMem, installed as `etamem.kernels`.
+"""Numeric hot paths of ETAMem (`etamem.kernels`).
 
 Pure functions over arrays (no I/O, no logging, no model loading). Each has a NumPy path
 and a torch path (CUDA when present) chosen by `backend="auto"`.
