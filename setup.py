@@ -45,7 +45,8 @@ EXTRAS = {
     "openai-agents": ["openai-agents>=0.24,<0.25"],
     # etamem.integrations.llamaindex; pinned to the minor release tested (0.x: memory blocks move)
     "llamaindex": ["llama-index-core>=0.14,<0.15"],
-    "test": ["pytest>=7", "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
+    "test": ["pytest>=7", "pytest-xdist>=3.5",  # the README's test command runs two workers (-n 2)
+             "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
              "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
              "mcp>=2", "opentelemetry-sdk>=1.20",

@@ -4,6 +4,12 @@ import sys
 
 import pytest
 
+# pytest-xdist (`pytest -n 2`): one worker per core, each with one BLAS / torch thread (set before
+# anything imports torch or numpy), so that two workers do not each start two threads on two cores
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:  # make tests/ helpers (llm_server) importable
     sys.path.insert(0, _TESTS_DIR)
