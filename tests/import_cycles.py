@@ -4,7 +4,8 @@ An edge a -> b is a top-level `import b` / `from b import x` in module a (also i
 `if`/`try`, not inside an `if TYPE_CHECKING:` block); with `deferred`, imports inside functions
 count too (two modules that import each other, one of them lazily, still depend on each other).
 `from pkg import name` counts as an edge to `pkg.name` when that is a module, else to `pkg`. A
-package's `__init__` is the module named by the package. Run `python tests/import_cycles.py [--deferred]` to list the cycles.
+package's `__init__` is the module named by the package. Run `python tests/import_cycles.py
+[--deferred]` to list the cycles.
 """
 from __future__ import annotations
 
