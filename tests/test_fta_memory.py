@@ -110,9 +110,14 @@ def test_deleting_the_newer_unit_restores_the_older_one_and_forgets_its_text(fta
     mem.end_session()
     moved = next(l for l in mem.links() if l.relation == "supersedes")
     newer_text = mem.get(moved.source).text
+    before = next(u for u in mem.history(moved.target) if u.unit_id == moved.target)
+    assert before.lifecycle.status == "archived" and before.lifecycle.updated_at is not None  # the paper's record
     mem.delete(amu_id=moved.source)
     assert all(moved.source not in (l.source, l.target) for l in mem.links())
-    assert mem.history(moved.target)[-1].status == "final"
+    older = mem.history(moved.target)[-1]
+    assert older.status == "final"
+    # the paper lifecycle is back as the remaining links give it: none of them archives it
+    assert older.lifecycle.status != "archived" and older.lifecycle.updated_at != before.lifecycle.updated_at
     with pytest.raises(UnknownIdError):
         mem.history(moved.source)
     dump = json.dumps([mem.store.get_space_meta("default", k) for k in ("fta_profiles", "fta_carried")])

@@ -42,7 +42,15 @@ from .links import (
     nearest_older,
 )
 from .segmentation import LLMBoundaryDetector, OfflineBoundaryDetector, segment_session
-from .units import FTAUnit, LLMUnitExtractor, RuleUnitExtractor, construct_units, initial_lifecycle, retrieval_text
+from .units import (
+    FTAUnit,
+    Lifecycle,
+    LLMUnitExtractor,
+    RuleUnitExtractor,
+    construct_units,
+    initial_lifecycle,
+    retrieval_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +276,10 @@ def forget_extras(store, space: str, units: Sequence[AMU], dropped: Sequence[str
                   rewritten: Sequence[Turn]) -> UnitExtras | None:
     """What deleting `units` (and dropping / rewriting turns) changes in a space's FTA rows, or
     None for an AMU space: units left superseded or contradicted only by a deleted unit are
-    final again, carried units citing a forgotten turn go, and the longitudinal memory forgets
-    what came from the deleted units (nothing of them is kept). Their fields and links rows go
-    with the units (`store.forget`)."""
+    final again, a unit a deleted unit linked to gets its paper lifecycle back as the links that
+    remain give it (`replayed_lifecycle`), carried units citing a forgotten turn go, and the
+    longitudinal memory forgets what came from the deleted units (nothing of them is kept).
+    Their fields and links rows go with the units (`store.forget`)."""
     if store.get_space_meta(space, "units") != "fta":
         return None
     from .profiles import forget_units, profiles_from_json, profiles_to_json
@@ -284,12 +293,31 @@ def forget_extras(store, space: str, units: Sequence[AMU], dropped: Sequence[str
         still = [(src, rel) for src, dst, rel, _ in store.unit_links(space, [old])
                  if dst == old and rel in retiring and src not in gone]
         lifecycle[old] = retiring[still[-1][1]] if still else "final"
+    refields = []
+    for uid, old in load_units(store, space, sorted({dst for src, dst, _, _ in rows if src in gone} - gone)).items():
+        life = replayed_lifecycle(store, space, old, gone)
+        if life != old.lifecycle:
+            refields.append((uid, unit_to_json(replace(old, lifecycle=life))))
     carried = [u for u in units_from_json(store.get_space_meta(space, CARRIED_KEY)) if not set(u.turn_ids) & turns]
     meta = {CARRIED_KEY: units_to_json(carried)}
     profiles = store.get_space_meta(space, PROFILES_KEY)
     if profiles:
         meta[PROFILES_KEY] = profiles_to_json(forget_units(profiles_from_json(profiles), sorted(gone)))
-    return UnitExtras(lifecycle=lifecycle, meta=meta)
+    return UnitExtras(lifecycle=lifecycle, refields=refields, meta=meta)
+
+
+def replayed_lifecycle(store, space: str, unit: FTAUnit, gone: set[str]) -> Lifecycle:
+    """A stored unit's paper lifecycle from its initial one (`initial_lifecycle`) through the
+    links to it from units not in `gone`, oldest first, by the rules (`lifecycle_update`; an
+    LLM's suggestion made when a link was written is not stored, so it is not replayed)."""
+    incoming = [(src, rel) for src, dst, rel, _ in store.unit_links(space, [unit.unit_id])
+                if dst == unit.unit_id and src not in gone]
+    sources = load_units(store, space, sorted({src for src, _ in incoming})) if incoming else {}
+    life = initial_lifecycle(replace(unit, lifecycle=Lifecycle()))
+    for src, rel in incoming:
+        if src in sources:
+            life = lifecycle_update(rel, sources[src], replace(unit, lifecycle=life)) or life
+    return life
 
 
 def _unique_ids(units: list[FTAUnit]) -> list[FTAUnit]:
@@ -310,4 +338,4 @@ def load_units(store, space: str, ids: list[str]) -> dict[str, FTAUnit]:
 
 
 __all__ = ["CARRIED_KEY", "FTABatch", "FTABuilder", "PROFILES_KEY", "build_and_link", "forget_extras", "load_units",
-           "unit_amu", "unit_history", "unit_rows"]
+           "replayed_lifecycle", "unit_amu", "unit_history", "unit_rows"]
