@@ -132,3 +132,25 @@ def test_memory_places_its_raw_turn_index_per_config(fake_gpu, tmp_path):
     assert hits["auto"] == hits["cpu"] and fake_gpu.searches > 0
     with pytest.raises(ValueError, match="index_device"):
         Config().replace(index_device="cuda")
+
+
+def test_an_index_that_searches_on_a_gpu_stays_exact_past_exact_max(fake_gpu, monkeypatch):
+    rows = unit(np.random.default_rng(0).normal(size=(40, 8)))
+    cpu = VectorIndex(8, exact_max=10)
+    cpu.upsert(list(range(40)), rows)
+    assert cpu.mode == "hnsw"  # on the CPU a graph above exact_max
+    gpu = VectorIndex(8, exact_max=10)
+    gpu.set_device("auto", min_rows=5)
+    gpu.upsert(list(range(40)), rows)
+    assert gpu.mode == "exact"  # one product on the GPU instead
+    sims, keys = gpu.search(rows[3], 5)
+    assert keys[0] == 3 and gpu.on_gpu
+    cpu.set_device("auto", min_rows=5)  # a graph built before the GPU was there: exact at the next write
+    cpu.upsert([40], unit(np.ones((1, 8))))
+    assert cpu.mode == "exact" and cpu.search(rows[3], 5)[1] == keys
+    monkeypatch.setattr(vector_index, "import_faiss", lambda: FakeGpuFaiss(gpus=0))  # no GPU: the graph again
+    gpu_index._GPUS.clear()
+    again = VectorIndex(8, exact_max=10)
+    again.set_device("auto", min_rows=5)
+    again.upsert(list(range(40)), rows)
+    assert again.mode == "hnsw"

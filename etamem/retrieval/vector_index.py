@@ -21,6 +21,8 @@ Compaction (the only O(n) step, amortised over many writes): when dead slots exc
 of the used slots, live rows move to the front in slot order, keys are remapped and, in hnsw mode,
 the graph is rebuilt. Exact -> hnsw happens once, when live keys pass `exact_max` (compact, build the
 graph from the live rows); hnsw -> exact at a compaction that finds live keys under `exact_max // 2`.
+Where exact searches run on a GPU (`set_device`, `etamem.retrieval.gpu_index`) the index stays
+exact past `exact_max` (a graph it holds goes back to exact at the next write).
 
 Files (`save`/`load`, no pickle): `vectors.npy` (used slots, tombstones included), `keys.json`
 ({"keys": live keys, "slots": their slots}; ints stay ints, strings stay strings), `meta.json`
@@ -208,8 +210,11 @@ class VectorIndex:
                 if kn:
                     self._live[self._slot.pop(key)] = False
         self._append(keys, vecs)
-        if self.mode == "exact" and self.exact_max is not None and len(self) > self.exact_max:
+        limit = self._graph_above()
+        if self.mode == "exact" and limit is not None and len(self) > limit:
             self._compact()  # switches to hnsw
+        elif self.mode == "hnsw" and limit is None:
+            self._compact()  # back to exact: it searches on the GPU now
         else:
             self._maybe_compact()
 
@@ -265,12 +270,22 @@ class VectorIndex:
         self._slot = {key: i for i, key in enumerate(self._keys)}
         self._n = m
         self._gpu_stale = True
-        if self.exact_max is None or m <= (self.exact_max // 2 if self.mode == "hnsw" else self.exact_max):
+        limit = self._graph_above()
+        if limit is None or m <= (limit // 2 if self.mode == "hnsw" else limit):
             self.mode, self._hnsw = "exact", None
         else:
             self.mode, self._hnsw = "hnsw", self._new_graph()
             if m:
                 self._hnsw.add(self._vecs[:m])
+
+    def _graph_above(self) -> int | None:
+        """The exact/HNSW threshold in force: `exact_max`, or None (always exact) while exact
+        searches of this many rows run on a GPU (`gpu_index.use_gpu`: one product there beats a
+        graph on the CPU)."""
+        if self.exact_max is None or self.device == "cpu":
+            return self.exact_max
+        return None if use_gpu(self.device, max(len(self), self.exact_max + 1), self.gpu_min_rows,
+                               import_faiss()) else self.exact_max
 
     def _new_graph(self):
         faiss = import_faiss()
