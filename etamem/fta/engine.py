@@ -286,16 +286,21 @@ def forget_extras(store, space: str, units: Sequence[AMU], dropped: Sequence[str
 
     gone = {u.amu_id for u in units}
     turns = set(dropped) | {t.turn_id for t in rewritten} | {t for u in units for t in u.source_turn_ids}
-    lifecycle: dict[str, str] = {}
     rows = store.unit_links(space, sorted(gone)) if gone else []
     retiring = {**LIFECYCLE, "updates": "superseded"}  # before supersedes existed, updates retired the older
+    targets = {dst for src, dst, _, _ in rows if src in gone} - gone
+    incoming: dict[str, list[tuple[str, str]]] = {}  # target -> (source, relation) of the links left, oldest first
+    for src, dst, rel, _ in store.unit_links(space, sorted(targets)) if targets else []:
+        if dst in targets and src not in gone:
+            incoming.setdefault(dst, []).append((src, rel))
+    lifecycle: dict[str, str] = {}
     for old in {dst for src, dst, rel, _ in rows if src in gone and rel in retiring} - gone:
-        still = [(src, rel) for src, dst, rel, _ in store.unit_links(space, [old])
-                 if dst == old and rel in retiring and src not in gone]
-        lifecycle[old] = retiring[still[-1][1]] if still else "final"
+        still = [rel for _, rel in incoming.get(old, []) if rel in retiring]
+        lifecycle[old] = retiring[still[-1]] if still else "final"
+    sources = load_units(store, space, sorted({src for links in incoming.values() for src, _ in links}))
     refields = []
-    for uid, old in load_units(store, space, sorted({dst for src, dst, _, _ in rows if src in gone} - gone)).items():
-        life = replayed_lifecycle(store, space, old, gone)
+    for uid, old in load_units(store, space, sorted(targets)).items():
+        life = replayed_lifecycle(old, [(rel, sources[src]) for src, rel in incoming.get(uid, []) if src in sources])
         if life != old.lifecycle:
             refields.append((uid, unit_to_json(replace(old, lifecycle=life))))
     carried = [u for u in units_from_json(store.get_space_meta(space, CARRIED_KEY)) if not set(u.turn_ids) & turns]
@@ -306,17 +311,13 @@ def forget_extras(store, space: str, units: Sequence[AMU], dropped: Sequence[str
     return UnitExtras(lifecycle=lifecycle, refields=refields, meta=meta)
 
 
-def replayed_lifecycle(store, space: str, unit: FTAUnit, gone: set[str]) -> Lifecycle:
+def replayed_lifecycle(unit: FTAUnit, incoming: Sequence[tuple[str, FTAUnit]]) -> Lifecycle:
     """A stored unit's paper lifecycle from its initial one (`initial_lifecycle`) through the
-    links to it from units not in `gone`, oldest first, by the rules (`lifecycle_update`; an
-    LLM's suggestion made when a link was written is not stored, so it is not replayed)."""
-    incoming = [(src, rel) for src, dst, rel, _ in store.unit_links(space, [unit.unit_id])
-                if dst == unit.unit_id and src not in gone]
-    sources = load_units(store, space, sorted({src for src, _ in incoming})) if incoming else {}
+    `incoming` links to it ((relation, newer unit), oldest first), by the rules (`lifecycle_update`;
+    an LLM's suggestion made when a link was written is not stored, so it is not replayed)."""
     life = initial_lifecycle(replace(unit, lifecycle=Lifecycle()))
-    for src, rel in incoming:
-        if src in sources:
-            life = lifecycle_update(rel, sources[src], replace(unit, lifecycle=life)) or life
+    for rel, source in incoming:
+        life = lifecycle_update(rel, source, replace(unit, lifecycle=life)) or life
     return life
 
 
