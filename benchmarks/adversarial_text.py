@@ -97,13 +97,13 @@ class Steps:
     """The timed functions, set up once (imports, taggers, one store)."""
 
     def __init__(self, work: Path) -> None:
-        from etamem.extraction import RuleExtractor
+        from etamem.extraction.extractors import RuleExtractor
         from etamem.fta.retrieval import query_features
         from etamem.fta.segmentation import segment_session
         from etamem.fta.units import RuleUnitExtractor
+        from etamem.records import Turn
         from etamem.retrieval.lexical import splitter
         from etamem.retrieval.temporal import is_when_question
-        from etamem.types import Turn
         from rel_common import fast_memory
 
         self.memory = fast_memory(work / "adversarial-text")

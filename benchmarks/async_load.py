@@ -53,15 +53,15 @@ def make_encoder(kind: str):
         from conftest import HashingEncoder
 
         return HashingEncoder(384)
-    from etamem.encoders import SentenceTransformerEncoder
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     return SentenceTransformerEncoder("minilm", device="cpu")
 
 
 def make_memory(encoder, path: str):
     from etamem import Memory
-    from etamem.affect import VaderAffectTagger
-    from etamem.encoders import CachedEncoder
+    from etamem.models.affect import VaderAffectTagger
+    from etamem.models.encoders import CachedEncoder
 
     enc = CachedEncoder(encoder)
     mem = Memory(path, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))

@@ -50,7 +50,7 @@ class Source:
 
 
 def source_from_turns(name: str, turns: list[dict], questions: list[str]) -> Source:
-    from etamem.timeparse import parse_timestamp
+    from etamem.ingest.timeparse import parse_timestamp
 
     sessions = [(sid, [(t, parse_timestamp(t["timestamp"])) for t in group])
                 for sid, group in groupby(turns, key=lambda t: t["session_id"])]
@@ -66,7 +66,7 @@ def load_sources(data: str | os.PathLike | None = None) -> tuple[list[Source], d
     conversation when that file is absent (the description says so); "demo" = the demo."""
     path = DEFAULT_DATA if data is None else data
     if str(path) != DEMO and Path(path).is_file():
-        from etamem.datasets import read_locomo
+        from etamem.ingest.datasets import read_locomo
 
         sources = [source_from_turns(c.space, c.turns, [q["question"] for q in c.questions if q.get("question")])
                    for c in read_locomo(path)]
@@ -129,7 +129,7 @@ class Copy:
         text = self.rename(text)
         if not self.vocatives or speaker not in self._addressee:
             return text
-        from etamem.extraction import content_words, split_sentences, strip_filler
+        from etamem.extraction.extractors import content_words, split_sentences, strip_filler
 
         out = []
         for sentence in split_sentences(text):

@@ -1,6 +1,6 @@
 """Text encoder variants side by side: fp32 all-MiniLM-L6-v2 (`minilm`, the default) against
-its int8 ONNX Runtime version (`minilm-int8`, etamem/onnx_encoder.py) and, with `--encoders ... mpnet`,
-all-mpnet-base-v2 (`mpnet`, etamem/mpnet_encoder.py, from $ETAMEM_MPNET_DIR), in one run.
+its int8 ONNX Runtime version (`minilm-int8`, etamem/models/onnx_encoder.py) and, with `--encoders ... mpnet`,
+all-mpnet-base-v2 (`mpnet`, etamem/models/mpnet_encoder.py, from $ETAMEM_MPNET_DIR), in one run.
 
     python -m benchmarks.encoders [LOCOMO_JSON] [--encoders fp32 int8 mpnet] [--turns 2000] [--single 200]
         [--rounds 3] [--out FILE.json]
@@ -35,7 +35,7 @@ log = logging.getLogger("benchmarks.encoders")
 def locomo_texts(path: str | Path, limit: int) -> tuple[list[str], list[list[int]], list[tuple[int, str]]]:
     """Turn texts (first `limit`, file order), the turn indexes of each conversation, and
     (conversation index, question) pairs."""
-    from etamem.datasets import read_locomo
+    from etamem.ingest.datasets import read_locomo
 
     texts, convs, questions = [], [], []
     for conv in read_locomo(path):
@@ -52,8 +52,8 @@ KINDS = ("fp32", "int8", "mpnet")
 
 
 def load(kind: str):
-    from etamem.encoders import default_minilm, minilm_int8
-    from etamem.mpnet_encoder import all_mpnet
+    from etamem.models.encoders import default_minilm, minilm_int8
+    from etamem.models.mpnet_encoder import all_mpnet
 
     t = time.perf_counter()
     enc = {"fp32": default_minilm, "int8": minilm_int8, "mpnet": all_mpnet}[kind](device="cpu")

@@ -33,7 +33,7 @@ def measure(path: str, stores: str, overrides: dict, k: int = 20, pool: int = 80
     from etamem import Config
     from etamem.bench.data import load
     from etamem.bench.metrics import distinct, evidence_recall
-    from etamem.bench.workbench import Workbench
+    from etamem.bench.run_stores import Workbench
 
     config = Config().replace(**overrides)
     wb = Workbench(config, stores, pool=pool)

@@ -1,5 +1,5 @@
 """A search right after another process's write, on a large space: following the store's change log
-(`etamem/change_log.py`) against opening the space again (the path before the log), same run,
+(`etamem/live/change_log.py`) against opening the space again (the path before the log), same run,
 same machine.
 
     python -m benchmarks.follow_writes --size 100000 [--work DIR] [--repeat 5] [--turns 4] [--out FILE.json]

@@ -20,7 +20,7 @@ from collections import Counter
 from etamem.bench.data import load_locomo
 from etamem.fta.segmentation import segment_session
 from etamem.fta.units import RuleUnitExtractor, construct_units
-from etamem.inputs import normalise_turns
+from etamem.ingest.inputs import normalise_turns
 
 
 def measure(path: str, segmentation: str = "fixed") -> dict:

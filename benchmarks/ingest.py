@@ -65,9 +65,9 @@ PARTS = ("locomo", "synthetic")
 
 
 def locomo_conversations(data=None, limit: int = 0) -> tuple[list, dict]:
-    """(conversations as `etamem.datasets.Conversation`, description of the data): the LoCoMo
+    """(conversations as `etamem.ingest.datasets.Conversation`, description of the data): the LoCoMo
     file, or the bundled demo conversation (see `agent_loop.load_sources`)."""
-    from etamem.datasets import Conversation, read_locomo
+    from etamem.ingest.datasets import Conversation, read_locomo
 
     _, info = load_sources(data)  # resolves the default / the fallback and raises on a missing file
     if info["kind"] == "locomo":

@@ -85,9 +85,9 @@ def timed_search(mem, q: str, model, space: str, top_k: int) -> tuple[float, flo
 
 def run_child(n: int, args) -> dict:
     from etamem.config import Config
+    from etamem.records import AMU
     from etamem.retrieval import SpaceIndex
     from etamem.retrieval.flat import FlatHybridIndex
-    from etamem.types import AMU
     from etamem.views import SpaceViews
 
     dim = 384
@@ -141,7 +141,7 @@ def encoding_latency(queries: int) -> dict:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from etamem.encoders import SentenceTransformerEncoder
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     enc = SentenceTransformerEncoder("minilm", device="cpu")
     qs = [f"When did Caroline go to the support group number {i}?" for i in range(queries)]

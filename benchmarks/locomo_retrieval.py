@@ -62,10 +62,10 @@ def main(argv: list[str] | None = None) -> dict:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
     from etamem import Memory
-    from etamem.datasets import read_locomo
+    from etamem.ingest.datasets import read_locomo
+    from etamem.ingest.timeparse import format_date, parse_timestamp
     from etamem.retrieval import LexicalIndex, amu_search_text, turn_text
     from etamem.retrieval.flat import FlatHybridIndex
-    from etamem.timeparse import format_date, parse_timestamp
 
     conversations = list(read_locomo(args.file))[: args.limit or None]
     t_start = time.perf_counter()

@@ -118,7 +118,7 @@ def peak_mb() -> float:
 
 def memory(path: Path, budget: int):
     from etamem import Memory
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     enc = BagOfWordsEncoder()
     return Memory(path, config={"max_live_spaces": budget}, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))

@@ -2,7 +2,7 @@
 
     python -m benchmarks.noisy_tenant [--searches 60] [--request-kb 1024] [--turn-chars 40000] [--out FILE.json]
 
-A real `etamem serve` stack (uvicorn on loopback with `server_guard.server_config`, the app from
+A real `etamem serve` stack (uvicorn on loopback with `etamem.serve.guard.server_config`, the app from
 `create_app`) in its own process, on a store in a temporary directory, with the fast hashing test
 encoder and VADER (`tests/reliability/rel_common.fast_memory`: the real MiniLM model is too slow on
 a 2-core machine to make maximum-size adds in reasonable time). Four tenants' spaces are filled
@@ -55,12 +55,12 @@ def _fast_memory(store):
 
 def serve(store: str, port: int, max_bytes: int) -> None:
     """The server process: the real app and uvicorn settings over `store` with the fast encoder."""
-    from etamem.server import create_app
+    from etamem.serve.app import create_app
 
     mem = _fast_memory(store)
     app = create_app(mem, admin_key=ADMIN, max_request_bytes=max_bytes)
     try:
-        from etamem.server_guard import run_server, server_config
+        from etamem.serve.guard import run_server, server_config
     except ImportError:  # an older checkout, measured for comparison: plain uvicorn
         import uvicorn
 

@@ -10,7 +10,7 @@ takes minutes, not hours, and no model is loaded (the figures are the engine's, 
 Then, `--repeat` times each, alternating, a fresh process opens the space and runs one search:
 "store" reads units, vectors, view rows and turns from SQLite (the snapshot is hidden from it;
 the indexes still come from the derived files), "snapshot" opens from the derived files'
-snapshot (`etamem.space_snapshot`). Reported: wall and CPU seconds of open -> first search, of
+snapshot (`etamem.live.snapshot`). Reported: wall and CPU seconds of open -> first search, of
 the open alone, and the 1-minute load average (the machine may be shared).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ class HashingEncoder(BagOfWordsEncoder):
 
 def memory(path):
     from etamem import Memory
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     enc = HashingEncoder()
     return Memory(path, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
@@ -75,7 +75,7 @@ def build(path: Path, n: int) -> float:
 
 def child(path: str, mode: str) -> dict:
     """Open -> first search in this fresh process; `mode` "store" hides the snapshot."""
-    from etamem import space_snapshot
+    from etamem.live import snapshot as space_snapshot
 
     if mode == "store":
         space_snapshot.exists = lambda directory: False

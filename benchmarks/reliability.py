@@ -190,8 +190,8 @@ def slow_clients(work: Path, n: int = 40, deadline_s: float = 3.0) -> dict:
     import uvicorn
 
     from etamem import tenancy
-    from etamem.server import create_app
-    from etamem.server_guard import server_config
+    from etamem.serve.app import create_app
+    from etamem.serve.guard import server_config
     from rel_common import conversation, fast_memory
 
     mem = fast_memory(work / "slow")

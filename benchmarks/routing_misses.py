@@ -30,9 +30,9 @@ log = logging.getLogger("benchmarks.routing_misses")
 
 def locomo_amus(path: str | Path) -> list[str]:
     """AMU texts of the rule extractor over every turn of the file, in order."""
-    from etamem.datasets import read_locomo
-    from etamem.extraction import RuleExtractor
-    from etamem.inputs import normalise_turns
+    from etamem.extraction.extractors import RuleExtractor
+    from etamem.ingest.datasets import read_locomo
+    from etamem.ingest.inputs import normalise_turns
 
     ex, texts = RuleExtractor(), []
     for conv in read_locomo(path):
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not Path(args.locomo).exists():
         raise SystemExit(f"LoCoMo file not found: {args.locomo}")
-    from etamem.encoders import SentenceTransformerEncoder
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     texts = locomo_amus(args.locomo)
     log.info("%d AMUs from %s; embedding with all-MiniLM-L6-v2", len(texts), args.locomo)

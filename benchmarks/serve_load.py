@@ -238,7 +238,7 @@ def new_target(args, workers: int, work: Path, pg) -> str:
 
 
 def one_run(workers: int, args, work: Path, seed: int, pg=None) -> dict:
-    from etamem.store import open_store
+    from etamem.store.sqlite import open_store
     from etamem.tenancy import create_key
 
     target = new_target(args, workers, work, pg)

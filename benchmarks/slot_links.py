@@ -1,6 +1,6 @@
 """`supersedes` links of the rules, the attribute slots and both, without building
 memories: units extracted as the engine does (the rule extractor), encoded by the real MiniLM,
-classified by `etamem.supersession.find_supersessions` as a write does.
+classified by `etamem.facts.supersession.find_supersessions` as a write does.
 
     python -m benchmarks.slot_links [--locomo PATH] [--threshold T --margin M --tolerance X --ceiling C]
                                     [--no-change-words] [--grid] [--show-locomo] [--out FILE.json]
@@ -45,9 +45,9 @@ def extract(turns: list[dict], space: str):
     turn with up to 4 earlier turns of its session as context (as `construction.build_units`)."""
     from etamem.config import Config
     from etamem.construction import CONTEXT_TURNS
-    from etamem.extraction import RuleExtractor
-    from etamem.inputs import normalise_turns
-    from etamem.types import AMU
+    from etamem.extraction.extractors import RuleExtractor
+    from etamem.ingest.inputs import normalise_turns
+    from etamem.records import AMU
 
     ex, out = RuleExtractor.from_config(Config()), []
     norm = normalise_turns(turns, space, default_tz="UTC")
@@ -61,8 +61,8 @@ def extract(turns: list[dict], space: str):
 
 def classifiers(encoder, threshold: float, margin: float, ceiling: float, change_words: bool = True,
                 min_gap_days: float = 1.0, tolerance: float = 0.05) -> dict:
-    from etamem.attribute_slots import AttributeSlots, SlotSupersession
-    from etamem.supersession import RuleSupersession
+    from etamem.facts.slots import AttributeSlots, SlotSupersession
+    from etamem.facts.supersession import RuleSupersession
 
     slots = AttributeSlots(threshold=threshold, margin=margin, ceiling=ceiling, change_words=change_words,
                            min_gap_days=min_gap_days, tolerance=tolerance)
@@ -89,7 +89,7 @@ def scenario_units(encoder) -> dict:
 
 
 def recall(rows, classifier) -> tuple[int, int, list[str]]:
-    from etamem.supersession import find_supersessions
+    from etamem.facts.supersession import find_supersessions
 
     hit, missed = 0, []
     for sid, old, new, vecs in rows:
@@ -109,7 +109,7 @@ def cross_links(rows, classifier) -> list[tuple[str, str]]:
     sometimes the same slot, so a few are not wrong; this counts them all)."""
     from dataclasses import replace
 
-    from etamem.supersession import find_supersessions
+    from etamem.facts.supersession import find_supersessions
 
     units, vecs = [], []
     for d, (sid, old, new, v) in enumerate(rows):
@@ -135,7 +135,7 @@ def statement_units(encoder, step: timedelta = timedelta(minutes=1)):
 
 
 def false_links(units, vecs, classifier) -> list[tuple[str, str]]:
-    from etamem.supersession import find_supersessions
+    from etamem.facts.supersession import find_supersessions
 
     by_id = {u.amu_id: u.text for u in units}
     return [(by_id[a], by_id[b]) for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier)]
@@ -143,7 +143,7 @@ def false_links(units, vecs, classifier) -> list[tuple[str, str]]:
 
 def locomo_units(path: Path, encoder, cache: Path):
     """[(units of one conversation in order, vectors, session of each)] over the file."""
-    from etamem.datasets import read_locomo
+    from etamem.ingest.datasets import read_locomo
 
     convs = [(c.space, extract(c.turns, c.space)) for c in read_locomo(path)]
     texts = [u.text for _, units in convs for u in units]
@@ -162,7 +162,7 @@ def locomo_units(path: Path, encoder, cache: Path):
 def locomo_links(convs, classifier) -> list[tuple[str, str]]:
     """Links over each conversation, one session's units per batch; stored candidates: the 32
     units of earlier sessions nearest each new unit (every speaker; the same speaker kept later)."""
-    from etamem.supersession import find_supersessions, is_fact
+    from etamem.facts.supersession import find_supersessions, is_fact
 
     found = []
     for units, vecs in convs:
@@ -201,8 +201,8 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from etamem.attribute_slots import AttributeSlots
-    from etamem.encoders import SentenceTransformerEncoder
+    from etamem.facts.slots import AttributeSlots
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     defaults = AttributeSlots()
     t = a.threshold if a.threshold is not None else defaults.threshold

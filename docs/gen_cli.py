@@ -34,7 +34,7 @@ def render() -> str:
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
-        from etamem.cli import build_parser
+        from etamem.cli.commands import build_parser
 
         parser = build_parser()
         parts = [HEADER, "## etamem\n", "```text\n" + parser.format_help().rstrip() + "\n```\n"]

@@ -8,23 +8,23 @@
 
 Nothing heavy is imported or computed here: models load on first use.
 """
-from .config import Config
-from .types import AMU, Answer, Hit, MemoryContext, StageCost, Turn, UnknownIdError, UnknownSpaceError
+from etamem.config import Config
+from etamem.records import AMU, Answer, Hit, MemoryContext, StageCost, Turn, UnknownIdError, UnknownSpaceError
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):  # lazy: keep `import etamem` cheap
     if name == "Memory":
-        from .memory import Memory
+        from etamem.memory import Memory
 
         return Memory
     if name == "AsyncMemory":
-        from .async_memory import AsyncMemory
+        from etamem.async_memory import AsyncMemory
 
         return AsyncMemory
     if name == "Filters":
-        from .filters import Filters
+        from etamem.filters import Filters
 
         return Filters
     raise AttributeError(f"module 'etamem' has no attribute {name!r}")

@@ -1,6 +1,6 @@
-"""`python -m etamem ...` runs the command line (`etamem.cli`)."""
+"""`python -m etamem ...` runs the command line (`etamem.cli.commands`)."""
 import sys
 
-from .cli import main
+from etamem.cli.commands import main
 
 sys.exit(main())

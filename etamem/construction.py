@@ -10,10 +10,10 @@ from typing import Callable
 
 import numpy as np
 
-from .llm import cache_refs
-from .retrieval import turn_text
-from .store_schema import UnitExtras
-from .types import AMU, Turn
+from etamem.models.llm import cache_refs
+from etamem.records import AMU, Turn
+from etamem.retrieval import turn_text
+from etamem.store.schema import UnitExtras
 
 CONTEXT_TURNS = 4  # earlier turns of the session given to the extractor with each turn
 UNITS_KEY = "units"  # space meta: "amu" | "fta", the kind of units the space's writes build
@@ -78,9 +78,9 @@ class AMUUnits:
 def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier, floor: float) -> list:
     """`supersedes` links of new `units` (text vectors (n, d_t)) against the live space's stored
     units nearest each (`SpaceIndex.flat_candidates`) and the batch's earlier units
-    (`etamem.supersession.find_supersessions`); the index is read under the space's read lock, the
+    (`etamem.facts.supersession.find_supersessions`); the index is read under the space's read lock, the
     classifier (maybe an LLM) runs outside it."""
-    from .supersession import find_supersessions, is_fact
+    from etamem.facts.supersession import find_supersessions, is_fact
 
     near: list[list[tuple[AMU, float]]] = []
     vectors: dict[str, np.ndarray] = {}  # the candidates' text vectors, for a classifier that uses them

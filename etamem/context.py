@@ -11,11 +11,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable
 
-from .currency import status_note
-from .person_rewrite import capitalise, speaker_subject
-from .prompts_io import render_prompt
-from .timeparse import format_date
-from .types import Hit, Turn
+from etamem.extraction.person_rewrite import capitalise, speaker_subject
+from etamem.facts.current_first import status_note
+from etamem.ingest.timeparse import format_date
+from etamem.models.prompt_files import render_prompt
+from etamem.records import Hit, Turn
 
 QUOTE_CHARS = 300  # a source message longer than this is cut with an ellipsis in the context
 
@@ -41,7 +41,7 @@ def _quote(text: str) -> str:
 def render_context(hits: list[Hit], *, now: datetime | None = None) -> str:
     """The prompt-ready memory block for `hits` (best first, `source_turns` filled): a quote
     names its speaker as units do ("the user", a message's `name` with its role); a fact that
-    changed says which item is current (`etamem.currency.status_note`); an empty memory renders
+    changed says which item is current (`etamem.facts.current_first.status_note`); an empty memory renders
     as a block that says so."""
     lines: list[str] = []
     quoted: set[str] = set()

@@ -8,10 +8,10 @@ lock; writers of one space are serialised by a mutex and, across processes, a fi
 blocks neither searches nor other spaces. A space whose store stamp moved (another process
 wrote, or deleted the space) is opened again from the store before it is read or written.
 Live spaces are kept under a budget (`Config.max_live_spaces`, `max_live_bytes`;
-`etamem.residency`): after an open past it, the least recently used spaces that no search or
+`etamem.live.residency`): after an open past it, the least recently used spaces that no search or
 write is using have their indexes saved as derived files and are dropped; they reopen on next
 use. A search that took a space just before it was dropped finishes on that (unchanged) state.
-Calls for a space run in its cache scope (`etamem.cache_scope`). What is done with the units,
+Calls for a space run in its cache scope (`etamem.models.cache_scope`). What is done with the units,
 how they are built and searched, is the method's (`etamem.method`); the public API is
 `etamem.Memory`'s.
 """
@@ -24,16 +24,18 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterable, Mapping
 
-from . import cache_scope, derived, tenancy
-from .config import Config
-from .encoders import CachedEncoder, make_text_encoder
-from .inputs import validate_space
-from .live_space import LiveSpace
-from .method import make_method
-from .residency import LiveTable, ResidencyStats
-from .store import open_store
-from .types import Turn, UnknownSpaceError
-from .views import LLMSummariser
+from etamem import tenancy
+from etamem.config import Config
+from etamem.ingest.inputs import validate_space
+from etamem.live import derived
+from etamem.live.residency import LiveTable, ResidencyStats
+from etamem.live.space import LiveSpace
+from etamem.method import make_method
+from etamem.models import cache_scope
+from etamem.models.encoders import CachedEncoder, make_text_encoder
+from etamem.records import Turn, UnknownSpaceError
+from etamem.store.sqlite import open_store
+from etamem.views import LLMSummariser
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,8 @@ class Engine:
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
-        self._fta = None  # etamem.fta.engine.FTABuilder, built on the first FTA write
-        self._supersession, self._supersession_resolved = None, False  # etamem.supersession classifier
+        self._fta = None  # etamem.fta.builder.FTABuilder, built on the first FTA write
+        self._supersession, self._supersession_resolved = None, False  # etamem.facts.supersession classifier
         self._live: LiveTable[LiveSpace] = LiveTable(self.config.max_live_spaces, self.config.max_live_bytes,
                                                      size=LiveSpace.nbytes)
         self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
@@ -75,7 +77,7 @@ class Engine:
 
     def _warn_preset(self) -> None:
         """Record the config's preset in a new store; warn when the store was built under another."""
-        from .presets import check_store_preset
+        from etamem.presets import check_store_preset
 
         built = check_store_preset(self.store, self.config.preset_name)
         if built is not None:
@@ -95,7 +97,7 @@ class Engine:
     def affect_tagger(self):
         with self._lock:
             if self._affect_tagger is None:
-                from .affect import make_affect_tagger
+                from etamem.models.affect import make_affect_tagger
 
                 self._affect_tagger = make_affect_tagger(self.config, self.text_encoder,
                                                          recorded=self.store.models().get("affect_tagger"))
@@ -103,9 +105,9 @@ class Engine:
             return self._affect_tagger
 
     def _check_identity(self, kind: str, model) -> None:
-        """Once per model kind: `etamem.reindex.check_identity` (records or compares; raises)."""
+        """Once per model kind: `etamem.live.reindex.check_identity` (records or compares; raises)."""
         if kind not in self._identity_checked:
-            from .reindex import check_identity
+            from etamem.live.reindex import check_identity
 
             check_identity(self.store, kind, model)
             self._identity_checked.add(kind)
@@ -115,7 +117,7 @@ class Engine:
         """The LLM client, or None when no model is configured (the embedded default)."""
         with self._lock:
             if not self._llm_resolved:
-                from .llm import LLMClient
+                from etamem.models.llm import LLMClient
 
                 self._llm = LLMClient.from_config(self.config, cache_path=self._llm_cache_path())
                 self._llm_resolved = True
@@ -125,7 +127,7 @@ class Engine:
     def extractor(self):
         with self._lock:
             if self._extractor is None:
-                from .extraction import LLMExtractor, RuleExtractor
+                from etamem.extraction.extractors import LLMExtractor, RuleExtractor
 
                 rule = RuleExtractor.from_config(self.config)
                 use_llm = self.config.extractor == "llm" or (self.config.extractor == "auto" and self.llm is not None)
@@ -140,18 +142,18 @@ class Engine:
 
     @property
     def supersession(self):
-        """The classifier of `supersedes` links between AMUs (`etamem.supersession`), None when
+        """The classifier of `supersedes` links between AMUs (`etamem.facts.supersession`), None when
         `Config.supersession` is "off"."""
         with self._lock:
             if not self._supersession_resolved:
-                from .supersession import LLMSupersession, RuleSupersession
+                from etamem.facts.supersession import LLMSupersession, RuleSupersession
 
                 mode, rules = self.config.supersession, RuleSupersession(self.config.supersession_floor)
                 if mode == "llm" and self.llm is None:
                     raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
                 use_llm = mode == "llm" or (mode == "auto" and self.llm is not None)
                 if mode != "off" and not use_llm and self.config.supersession_slots:
-                    from .attribute_slots import SlotSupersession
+                    from etamem.facts.slots import SlotSupersession
 
                     rules = SlotSupersession(self.text_encoder, rules)
                 self._supersession = None if mode == "off" else (
@@ -162,10 +164,10 @@ class Engine:
 
     @property
     def fta(self):
-        """The FTA-Mem construction components (`etamem.fta.engine.FTABuilder`) of this Memory."""
+        """The FTA-Mem construction components (`etamem.fta.builder.FTABuilder`) of this Memory."""
         with self._lock:
             if self._fta is None:
-                from .fta.engine import FTABuilder
+                from etamem.fta.builder import FTABuilder
 
                 self._fta = FTABuilder(self.config, self.text_encoder, self.affect_tagger, self.llm)
             return self._fta
@@ -207,9 +209,9 @@ class Engine:
     @contextmanager
     def _scoped(self, space: str):
         """Calls inside belong to `space`: LLM cache entries are tagged with it (`cache_refs`,
-        found again when it is deleted) and cache keys are scoped to it (`etamem.cache_scope`)
+        found again when it is deleted) and cache keys are scoped to it (`etamem.models.cache_scope`)
         unless `Config.shared_caches`."""
-        from .llm import cache_refs
+        from etamem.models.llm import cache_refs
 
         with cache_refs(f"space:{space}"), cache_scope.scope(None if self.config.shared_caches else space):
             yield
@@ -323,7 +325,7 @@ class Engine:
             writer.release()
 
     def residency(self) -> ResidencyStats:
-        """Live spaces against the budget, with open and eviction counts (`etamem.residency`)."""
+        """Live spaces against the budget, with open and eviction counts (`etamem.live.residency`)."""
         with self._lock:
             counts = dict(self._residency_counts)
         return ResidencyStats(live=len(self._live), max_live_spaces=self.config.max_live_spaces,
@@ -395,7 +397,7 @@ class Engine:
         LLM cache entries (all of the space's when `texts` is None), the WAL files."""
         if self.path is not None:
             derived.drop(self.path, space, self.store.name_salt())
-        from .llm import forget_cached
+        from etamem.models.llm import forget_cached
 
         cache = self._llm_cache_path()
         if cache is not None:
@@ -412,7 +414,7 @@ class Engine:
 
     def checkpoint(self) -> list[str]:
         """Save the search indexes of the spaces changed since they were last saved as derived
-        files beside the store (see `etamem.derived`), so the next open loads them instead of
+        files beside the store (see `etamem.live.derived`), so the next open loads them instead of
         re-indexing; returns the spaces written. `close` calls it."""
         if self.path is None:
             return []

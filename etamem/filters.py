@@ -10,7 +10,7 @@ same key for chat messages), `session_id` (one or several), `since` / `until` (o
 time: since <= time < until; ISO 8601 or a datetime) and `metadata` (every key given must be
 present with an equal value). `resolve_filters` checks them (ValueError naming the field) and
 returns a `UnitFilter`, or None for an empty filter (the same as no filter). Retrieval applies
-the filter inside the search (`etamem.retrieval.search.search_space`, `etamem.fta.search`):
+the filter inside the search (`etamem.retrieval.space_search.search_space`, `etamem.fta.search`):
 only matching units are candidates, so `top_k` hits come back whenever that many units match.
 """
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .config import shown
-from .timeparse import parse_timestamp
-from .types import AMU, Turn
+from etamem.config import shown
+from etamem.ingest.timeparse import parse_timestamp
+from etamem.records import AMU, Turn
 
 METADATA_KEY = "metadata"  # the key of a turn's `extra` that holds its metadata
 MAX_METADATA_KEYS = 64
 MAX_METADATA_KEY_CHARS = 128
 MAX_METADATA_CHARS = 16_384  # the whole object as JSON
 MAX_FILTER_VALUES = 1_000  # speakers or sessions in one filter
-MAX_NAME_CHARS = 200  # a speaker or session id (as `etamem.inputs` limits them)
+MAX_NAME_CHARS = 200  # a speaker or session id (as `etamem.ingest.inputs` limits them)
 Scalar = str | int | float | bool | None
 FILTER_KEYS = ("speaker", "role", "session_id", "since", "until", "metadata")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from . import cache_scope
-from .extraction import split_sentences
-from .retrieval import turn_text
-from .types import AMU, Turn, UnknownIdError
+from etamem.extraction.extractors import split_sentences
+from etamem.models import cache_scope
+from etamem.records import AMU, Turn, UnknownIdError
+from etamem.retrieval import turn_text
 
 CAPTION_KEY = "blip_caption"
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -20,18 +20,19 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import derived, tenancy, writing
-from .context import with_sources
-from .engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
-from .filters import Filters, resolve_filters
-from .inputs import validate_query, validate_top_k
-from .live_space import LiveSpace
-from .store import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
-from .threads import blas_threads
-from .timeparse import parse_timestamp
-from .types import AMU, Answer, Hit, MemoryContext, SearchResult, Turn, UnknownIdError, UnknownSpaceError
-from .views import SpaceViews
-from .writing import REPLACED_KEY, SKIPPED_KEY
+from etamem import tenancy, writing
+from etamem.context import with_sources
+from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
+from etamem.filters import Filters, resolve_filters
+from etamem.ingest.inputs import validate_query, validate_top_k
+from etamem.ingest.timeparse import parse_timestamp
+from etamem.live import derived
+from etamem.live.space import LiveSpace
+from etamem.records import AMU, Answer, Hit, MemoryContext, SearchResult, Turn, UnknownIdError, UnknownSpaceError
+from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
+from etamem.threads import blas_threads
+from etamem.views import SpaceViews
+from etamem.writing import REPLACED_KEY, SKIPPED_KEY
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Memory(Engine):
     """Long-term memory of multi-session conversations, partitioned by `space`.
 
     path: a directory holding `memory.sqlite` (and the LLM cache); a PostgreSQL URL
-    (`postgresql://...`: the store in that database, see `etamem.store_pg`; the LLM cache only
+    (`postgresql://...`: the store in that database, see `etamem.store.postgres`; the LLM cache only
     at `config.llm_cache_path`); None = in memory.
     config: a `Config` or a dict for `Config.from_dict`. text_encoder / affect_tagger /
     llm / extractor: optional injected components (tests, custom models).
@@ -142,7 +143,7 @@ class Memory(Engine):
     def get(self, amu_id: str, space: str = "default") -> AMU:
         """One AMU by id, with its status ("superseded" when a newer unit replaces it); KeyError
         if absent."""
-        from .currency import with_status
+        from etamem.facts.current_first import with_status
 
         space = self._known_space(space)
         found = self.store.amus(space, status=None, amu_ids=[amu_id])
@@ -154,7 +155,7 @@ class Memory(Engine):
         """AMUs of a space in insertion order, each with its status: all of them (None), the
         current ones ("active") or those a newer unit replaces ("superseded"; stored, indexed
         and retrievable like the others)."""
-        from .currency import with_status
+        from etamem.facts.current_first import with_status
 
         space = self._known_space(space)
         if status not in (None, "active", "superseded"):
@@ -176,8 +177,8 @@ class Memory(Engine):
         is truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
         when they cannot be told apart, the whole turn goes with its units. KeyError when the
         unit or turn is not there."""
-        from .forget import forget_targets, plan_forget
-        from .retrieval import turn_text
+        from etamem.forget import forget_targets, plan_forget
+        from etamem.retrieval import turn_text
 
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
@@ -189,7 +190,7 @@ class Memory(Engine):
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            from .fta.engine import forget_extras
+            from etamem.fta.builder import forget_extras
 
             extras = forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
@@ -206,14 +207,14 @@ class Memory(Engine):
         `history(unit)` lists old -> new. The old turn stays as history unless `forget_old`
         (then it and the earlier versions it revised are deleted as `delete(space, turn_id=...)`
         does). Any version's id names the
-        current one; the current text again is a no-op. Returns an `etamem.updates.Update`;
+        current one; the current text again is a no-op. Returns an `etamem.facts.revisions.Update`;
         UnknownSpaceError / UnknownIdError for an unknown space or turn, ValueError for empty text."""
-        from .updates import update
+        from etamem.facts.revisions import update
 
         return update(self, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
 
     def _delete_space(self, live: LiveSpace) -> int:
-        from .forget import cache_keys
+        from etamem.forget import cache_keys
 
         space = live.name
         with live.rw.write():
@@ -284,7 +285,7 @@ class Memory(Engine):
             live.from_files = False  # its first search went well: later errors are not the files'
         hits = result.hits
         if self.config.current_first and hits:  # facts that changed: the current version first
-            from .currency import current_first
+            from etamem.facts.current_first import current_first
 
             def links(ids: list[str]) -> list:  # under a filter, only versions it lets through
                 rows = self.store.unit_links(name, ids)
@@ -318,10 +319,10 @@ class Memory(Engine):
         with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
         space = self._known_space(space)
         if self.store.unit_fields(space, [unit_id]):
-            from .fta.engine import unit_history
+            from etamem.fta.builder import unit_history
 
             return unit_history(self.store, space, unit_id)
-        from .currency import versions
+        from etamem.facts.current_first import versions
 
         try:
             return versions(unit_id, lambda ids: self.store.unit_links(space, ids),
@@ -333,7 +334,7 @@ class Memory(Engine):
         """The relation links of the space (those touching `unit_id`), oldest first, as
         `etamem.fta.Link` (from the newer unit to the older one, with a confidence): FTA-Mem's
         relations, and `supersedes` between AMUs."""
-        from .fta.links import Link
+        from etamem.fta.links import Link
 
         space = self._known_space(space)
         return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
@@ -359,7 +360,7 @@ class Memory(Engine):
         """`hits` (as many) with the space's best raw turns fused in by the fallback policy
         (`fallback_fusion`), whatever the confidence: what `answer` asks again with when the
         LLM says the memories lack the answer."""
-        from .retrieval.method import with_raw_turns
+        from etamem.retrieval.views_method import with_raw_turns
 
         return with_raw_turns(self, question, hits, space)
 
@@ -390,7 +391,7 @@ class Memory(Engine):
         serving other requests saw as a stall (`benchmarks/async_load.py`). Returns self."""
         import gc
 
-        from .retrieval.lexical import splitter
+        from etamem.retrieval.lexical import splitter
 
         self._encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
@@ -403,15 +404,15 @@ class Memory(Engine):
     def time_summaries(self, space: str, hits: list[Hit]) -> str:
         """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
         Time view's part of an answer prompt)."""
-        from .retrieval.method import time_summaries
+        from etamem.retrieval.views_method import time_summaries
 
         return time_summaries(self, space, hits)
 
     def reindex(self) -> dict[str, dict]:
         """Re-encode every space of the store with this Memory's text encoder and affect tagger
-        (see `etamem.reindex`) and record them as the store's models; returns counts per space.
+        (see `etamem.live.reindex`) and record them as the store's models; returns counts per space.
         The store must not be in use by another process meanwhile for searches to stay right."""
-        from .reindex import reindex_space, reindex_store
+        from etamem.live.reindex import reindex_space, reindex_store
 
         tenancy.require_unrestricted("reindex")
 

@@ -1,11 +1,11 @@
 """The one interface behind `Memory`: a method builds a space's units from its turns and
 searches, answers and renders context over them. Two implement it:
 
-- ETAMem (`etamem.retrieval.method.ViewsMethod`): units searched through the Event, Affect and
+- ETAMem (`etamem.retrieval.views_method.ViewsMethod`): units searched through the Event, Affect and
   Time views with entropy routing and the raw-turn fallback; its units are AMUs
   (`etamem.construction.AMUUnits`) or, with `units="fta"`, FTA-Mem's units
-  (`etamem.fta.method.FTAUnits`);
-- FTA-Mem (`etamem.fta.method.FTAMethod`): FTA units and their relation links, searched with
+  (`etamem.fta.fta_method.FTAUnits`);
+- FTA-Mem (`etamem.fta.fta_method.FTAMethod`): FTA units and their relation links, searched with
   FTA-Mem's scoring and answered from its four-section packet.
 
 `make_method(config)` chooses once, from `Config.method` and `Config.units`; `Memory` never asks
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .types import AMU, Answer, Hit, SearchResult, Turn
+from etamem.records import AMU, Answer, Hit, SearchResult, Turn
 
 
 class Units(Protocol):
@@ -31,7 +31,7 @@ class Units(Protocol):
               ) -> tuple[list[Turn], list[AMU], np.ndarray, np.ndarray, np.ndarray, Any]:
         """One session's pending `turns` of the live space made into units: (turns done, units,
         text vectors (n, d_t), affective vectors (n, d_a), raw-turn vectors (len(turns done), d_t),
-        extras to store with them (`etamem.store_sql.UnitExtras`) or None). `complete`: the
+        extras to store with them (`etamem.store.sql.UnitExtras`) or None). `complete`: the
         session will get no more turns in this batch."""
 
 
@@ -63,17 +63,17 @@ def make_method(config) -> Method:
     """The method `config` chooses: `Config.method` for search and answers, `Config.unit_kind()`
     for the units its writes build."""
     if config.unit_kind() == "fta":
-        from .fta.method import FTAUnits
+        from etamem.fta.fta_method import FTAUnits
 
         units: Units = FTAUnits()
     else:
-        from .construction import AMUUnits
+        from etamem.construction import AMUUnits
 
         units = AMUUnits()
     if config.method == "fta":
-        from .fta.method import FTAMethod
+        from etamem.fta.fta_method import FTAMethod
 
         return FTAMethod(units)
-    from .retrieval.method import ViewsMethod
+    from etamem.retrieval.views_method import ViewsMethod
 
     return ViewsMethod(units)

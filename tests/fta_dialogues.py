@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from etamem.types import Turn
+from etamem.records import Turn
 
 DIALOGUES: list[tuple[str, str, list[list[str]]]] = [
     ("Maya", "Leo", [
@@ -390,8 +390,8 @@ if __name__ == "__main__":  # python tests/fta_dialogues.py: the figures for the
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from etamem.encoders import SentenceTransformerEncoder
     from etamem.fta.segmentation import OfflineBoundaryDetector
+    from etamem.models.encoders import SentenceTransformerEncoder
 
     encoder = SentenceTransformerEncoder("minilm", device="cpu")
     print("offline detector (all-MiniLM-L6-v2), BWS W=20, +-1 turn:")

@@ -8,7 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from etamem.affect import (
+from etamem.config import Config
+from etamem.models.affect import (
     AffectBatch,
     AffectModelUnavailable,
     AffectTagger,
@@ -16,8 +17,7 @@ from etamem.affect import (
     VaderAffectTagger,
     make_affect_tagger,
 )
-from etamem.config import Config
-from etamem.types import POLARITIES
+from etamem.records import POLARITIES
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -148,11 +148,11 @@ def test_roberta_rejects_non_three_label_model(tmp_path, tiny_tokenizer):
 
 # --- factory ----------------------------------------------------------------------------
 def _affect_records(caplog):
-    return [r for r in caplog.records if r.name == "etamem.affect"]
+    return [r for r in caplog.records if r.name == "etamem.models.affect"]
 
 
 def test_factory_auto_uses_local_roberta(tiny_model, caplog):
-    caplog.set_level(logging.INFO, logger="etamem.affect")
+    caplog.set_level(logging.INFO, logger="etamem.models.affect")
     tagger = make_affect_tagger(Config(affect_backend="auto", affect_model=tiny_model, device="cpu"), HashEncoder())
     assert isinstance(tagger, RobertaAffectTagger) and tagger.dim == 32
     records = _affect_records(caplog)
@@ -168,7 +168,7 @@ def test_factory_auto_falls_back_to_vader_without_network(monkeypatch, caplog):
         raise OSError("network disabled in test")
 
     monkeypatch.setattr(socket.socket, "connect", no_connect)
-    caplog.set_level(logging.INFO, logger="etamem.affect")
+    caplog.set_level(logging.INFO, logger="etamem.models.affect")
     missing = "etamem-test/no-such-affect-model"
     tagger = make_affect_tagger(Config(affect_backend="auto", affect_model=missing), HashEncoder())
     assert isinstance(tagger, VaderAffectTagger) and tagger.dim == HashEncoder.dim + 5
@@ -199,7 +199,7 @@ def test_factory_roberta_backend_raises_when_missing(tmp_path):
 
 
 def test_factory_vader_backend(caplog):
-    caplog.set_level(logging.INFO, logger="etamem.affect")
+    caplog.set_level(logging.INFO, logger="etamem.models.affect")
     cfg = Config(affect_backend="vader", vader_threshold=0.3, vader_profile_weight=0.25)
     tagger = make_affect_tagger(cfg, HashEncoder())
     assert isinstance(tagger, VaderAffectTagger)

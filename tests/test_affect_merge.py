@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from etamem.config import Config
+from etamem.records import AMU
 from etamem.retrieval import Scored, SpaceIndex
 from etamem.retrieval.merge import calibrate, calibrated_views, check_scoring, fuse_views, hand_out, view_dense
-from etamem.types import AMU
 from etamem.views import SpaceViews
 from helpers import unit
 

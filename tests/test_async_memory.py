@@ -18,8 +18,8 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import AsyncMemory, Config, Memory, UnknownIdError, tenancy
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 SPACES = [f"tenant{i}" for i in range(10)]
 WORKERS = 50

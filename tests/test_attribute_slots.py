@@ -1,4 +1,4 @@
-"""Attribute slots (etamem.attribute_slots): slot assignment with the real MiniLM encoder, a
+"""Attribute slots (etamem.facts.slots): slot assignment with the real MiniLM encoder, a
 `supersedes` link for a change worded as the rules do not know it, none between unrelated facts,
 within one chat, or with `Config.supersession_slots` off; prototypes encoded lazily, once per encoder."""
 import json
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.attribute_slots import SLOT_CONFIDENCE, AttributeSlots, SlotSupersession, load_slots, slot_supersedes
-from etamem.encoders import CachedEncoder
-from etamem.supersession import RuleSupersession
+from etamem.facts.slots import SLOT_CONFIDENCE, AttributeSlots, SlotSupersession, load_slots, slot_supersedes
+from etamem.facts.supersession import RuleSupersession
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
 OLD, NEW = "I live in Glasgow.", "Finally unpacked everything at the new flat in Cardiff."  # cosine 0.2

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from conftest import LOCOMO_DEV, HashingEncoder
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
 from etamem.bench.data import load
 from etamem.bench.metrics import mean
 from etamem.bench.report import recall_bucket
+from etamem.bench.run_stores import Workbench
 from etamem.bench.systems import BY_KEY
-from etamem.bench.workbench import Workbench
 from etamem.config import Config
+from etamem.models.affect import VaderAffectTagger
 from llm_server import ChatServer
 from test_bench_runner import write_locomo_slice
 
@@ -98,7 +98,7 @@ def test_budget_mode_routes_exactly_k_units(tmp_path, slice_file, models, stores
 def test_cli_passes_budget(tmp_path):
     import argparse
 
-    from etamem.bench.cli import add_arguments, options_from_args
+    from etamem.cli.bench import add_arguments, options_from_args
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -9,15 +9,15 @@ import json
 import pytest
 
 from conftest import HashingEncoder
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
-from etamem.bench.cli import add_arguments, options_from_args
 from etamem.bench.data import load
 from etamem.bench.locomo_plus import gap_days
+from etamem.bench.run_stores import Workbench
 from etamem.bench.systems import BY_KEY
-from etamem.bench.workbench import Workbench
+from etamem.cli.bench import add_arguments, options_from_args
 from etamem.config import Config
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 SESSIONS = {
     "conv-a": ("Ann", "Bob", [
@@ -209,7 +209,7 @@ def test_cli_accepts_locomo_plus(tmp_path):
 
 
 def test_one_run_per_stores_directory(tmp_path):
-    from etamem.bench.workbench import Workbench
+    from etamem.bench.run_stores import Workbench
 
     first = Workbench(Config(), tmp_path / "stores")
     with pytest.raises(ValueError, match="another benchmark run"):

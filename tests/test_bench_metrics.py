@@ -91,8 +91,8 @@ def test_rrf_and_system_resolution():
 
 
 def test_bench_help_names_every_system_and_group():
-    from etamem.bench.cli import EPILOG
     from etamem.bench.systems import GROUPS, SYSTEMS
+    from etamem.cli.bench import EPILOG
 
     listed = set(re.sub(r"[(),;:]", " ", EPILOG).split())
     assert {s.key for s in SYSTEMS} <= listed and set(GROUPS) <= listed
@@ -101,8 +101,8 @@ def test_bench_help_names_every_system_and_group():
 def test_ablation_wrappers(hashing_encoder, tmp_path):
     from datetime import datetime, timezone
 
-    from etamem.affect import VaderAffectTagger
-    from etamem.types import Turn
+    from etamem.models.affect import VaderAffectTagger
+    from etamem.records import Turn
 
     tagger = VaderAffectTagger(hashing_encoder)
     texts = ["I love my new dog", "the meeting is at noon"]
@@ -135,10 +135,10 @@ def test_ablation_wrappers(hashing_encoder, tmp_path):
 
 
 def test_workbench_rebuilds_a_space_left_partial(hashing_encoder, tmp_path):
-    from etamem.affect import VaderAffectTagger
     from etamem.bench.data import BenchConversation
-    from etamem.bench.workbench import Workbench
+    from etamem.bench.run_stores import Workbench
     from etamem.config import Config
+    from etamem.models.affect import VaderAffectTagger
 
     turns = [{"turn_id": f"D{s}:{i}", "session_id": f"session_{s}", "speaker": "Ann",
               "text": f"Ann talked about topic number {s * 10 + i} with real enthusiasm today.",

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from conftest import HashingEncoder
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
-from etamem.bench.cli import add_arguments, options_from_args
 from etamem.bench.data import load
 from etamem.bench.metrics import bootstrap_interval
 from etamem.bench.prefeval import load_prefeval
-from etamem.encoders import CachedEncoder
+from etamem.cli.bench import add_arguments, options_from_args
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 TOPICS = {
     "lifestyle_dietary": [("I follow a strict vegan diet and never eat any meat or dairy.",

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from conftest import HashingEncoder
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
 from etamem.bench.data import load_locomo
 from etamem.bench.roles import load_locomo_roles, replace_names
+from etamem.models.affect import VaderAffectTagger
 
 LABELS = {"Caroline": "the user", "Melanie": "the assistant"}
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
 from etamem.bench.metrics import bleu1, mean, token_f1
+from etamem.models.affect import VaderAffectTagger
 
 EXTRACT = re.compile(r"to process \([^\n]*\):\n(.*?)\n\nRules:", re.DOTALL)
 

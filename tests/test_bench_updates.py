@@ -10,9 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from conftest import HashingEncoder
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
-from etamem.bench.cli import add_arguments, options_from_args
 from etamem.bench.data import load
 from etamem.bench.items import BenchQuestion
 from etamem.bench.updates import (
@@ -23,7 +21,9 @@ from etamem.bench.updates import (
     shipped_scenarios,
     update_metrics,
 )
-from etamem.encoders import CachedEncoder
+from etamem.cli.bench import add_arguments, options_from_args
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 CHATS = [
     [("user", "How do I reverse a list in Python?"), ("assistant", "Use reversed() or slicing with [::-1]."),

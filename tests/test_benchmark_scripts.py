@@ -83,8 +83,8 @@ def test_agent_loop_generator_copies_are_renamed_redated_and_consecutive():
     from itertools import islice
 
     from benchmarks.agent_loop import NAMES, copies, load_sources, session_stream
-    from etamem.extraction import RuleExtractor
-    from etamem.inputs import normalise_turns
+    from etamem.extraction.extractors import RuleExtractor
+    from etamem.ingest.inputs import normalise_turns
 
     sources, info = load_sources("demo")
     assert info["kind"] == "demo" and len(sources) == 1 and sources[0].speakers == ("Maya", "Jonas")
@@ -199,7 +199,7 @@ def test_ingest_baseline_batches_and_verdict_on_hand_made_numbers():
 
     from benchmarks.agent_loop import uncached
     from benchmarks.ingest import encoder_alone, verdict
-    from etamem.encoders import CachedEncoder
+    from etamem.models.encoders import CachedEncoder
 
     class Counting:
         name, dim = "counting", 4

@@ -1,4 +1,4 @@
-"""Following another process's writes from the change log (`etamem/change_log.py`): a live space
+"""Following another process's writes from the change log (`etamem/live/change_log.py`): a live space
 that finds newer writes in the store applies them in place, and then answers exactly as a fresh
 open of the store (hits with scores, views, units, turns); a gap in the log, a reindex or a
 deleted space make it open again; a format-5 store is upgraded in place and followed from its
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from etamem.store_sql import FORMAT_VERSION
+from etamem.store.sql import FORMAT_VERSION
 from test_store_backends import FACTS, backend, memory, target, turns  # noqa: F401 - pytest fixtures
 
 QUERIES = ["grey cat named Miso", "violin orchestra", "hiking with my sister", "coffee in the morning",

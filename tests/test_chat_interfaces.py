@@ -14,7 +14,7 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Memory, tenancy
-from etamem.affect import VaderAffectTagger
+from etamem.models.affect import VaderAffectTagger
 
 MESSAGES = [{"role": "user", "content": "I adopted a grey cat named Miso."},
             {"role": "assistant", "content": [{"type": "text", "text": "Miso is a lovely name for a cat."}]},
@@ -57,7 +57,7 @@ def http(tmp_path):
     pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
     from fastapi.testclient import TestClient
 
-    from etamem.server import create_app
+    from etamem.serve.app import create_app
 
     admin = "admin-key-for-chat-tests-0123456789abc"
     mem = fast_memory(tmp_path / "store")
@@ -133,7 +133,7 @@ def test_http_startup_loads_the_models(tmp_path):
     pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
     from fastapi.testclient import TestClient
 
-    from etamem.server import create_app
+    from etamem.serve.app import create_app
 
     mem = fast_memory(tmp_path / "store")
     calls = []
@@ -157,7 +157,7 @@ def test_uvicorn_accepts_connections_only_once_the_models_are_loaded(tmp_path):
 
     import uvicorn
 
-    from etamem.server import create_app
+    from etamem.serve.app import create_app
 
     mem = fast_memory(tmp_path / "store")
     warm, warmed = mem.warm, []
@@ -202,7 +202,7 @@ def test_mcp_messages_without_ids_or_times_round_trip(tmp_path):
     pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
     from mcp import Client
 
-    from etamem.mcp_server import build_server
+    from etamem.serve.mcp_server import build_server
 
     mem = fast_memory(tmp_path / "store")
     key, _ = tenancy.create_key(mem.store, ["ana"])
@@ -246,7 +246,7 @@ def test_mcp_messages_without_ids_or_times_round_trip(tmp_path):
 
 # --- etamem ingest --format chat -----------------------------------------------------------------
 def test_read_chat_names_file_and_line(tmp_path):
-    from etamem.datasets import read_chat, read_conversations
+    from etamem.ingest.datasets import read_chat, read_conversations
 
     p = tmp_path / "chat.jsonl"
     p.write_text(json.dumps(MESSAGES[0]) + "\n" + json.dumps({**MESSAGES[2], "space": "b"}) + "\n")
@@ -260,7 +260,7 @@ def test_read_chat_names_file_and_line(tmp_path):
 
 def test_cli_ingest_chat(tmp_path, capsys, monkeypatch):
     from etamem.cli import main
-    from etamem.server import hit_json
+    from etamem.serve.app import hit_json
 
     monkeypatch.delenv("ETAMEM_LLM_MODEL", raising=False)
     chat, store = tmp_path / "chat.jsonl", tmp_path / "store"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 
 
 def chat_memory(minilm, path=None, **cfg):

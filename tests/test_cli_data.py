@@ -1,4 +1,4 @@
-"""`etamem export --format chat`, `etamem import` and `etamem delete` (etamem/cli_data.py): a space
+"""`etamem export --format chat`, `etamem import` and `etamem delete` (etamem/cli/data.py): a space
 moves between stores as chat JSONL with its ids, speakers, sessions, times and extras (metadata
 included); delete forgets a turn, a unit or (confirmed) a whole space."""
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
-from etamem.cli import main  # noqa: E402
+from etamem.cli.commands import main  # noqa: E402
 from rel_common import demo_turns, fast_memory  # noqa: E402
 
 
@@ -16,8 +16,8 @@ from rel_common import demo_turns, fast_memory  # noqa: E402
 def _fast(monkeypatch):
     """Every command opens its store as `fast_memory` (hashing encoder, no model load)."""
     fast = lambda args, path, preset=None: fast_memory(path)  # noqa: E731
-    monkeypatch.setattr("etamem.cli._memory", fast)
-    monkeypatch.setattr("etamem.cli_data.open_memory", fast)
+    monkeypatch.setattr("etamem.cli.commands._memory", fast)
+    monkeypatch.setattr("etamem.cli.data.open_memory", fast)
 
 
 @pytest.fixture

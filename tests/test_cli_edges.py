@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
-from etamem.cli import main  # noqa: E402
+from etamem.cli.commands import main  # noqa: E402
 from rel_common import demo_turns, fast_memory  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 
 def _fast(monkeypatch):
     """Every command opens its store as `fast_memory` (hashing encoder, no model load)."""
-    monkeypatch.setattr("etamem.cli._memory", lambda args, path, preset=None: fast_memory(path))
+    monkeypatch.setattr("etamem.cli.commands._memory", lambda args, path, preset=None: fast_memory(path))
 
 
 def _jsonl(path: Path, turns) -> Path:
@@ -53,7 +53,7 @@ def test_a_missing_store_is_one_error_line_with_status_2(command, tmp_path, caps
 def test_quiet_ingest_writes_nothing_to_stderr(tmp_path):
     """`-q`: no progress bar, no log line below ERROR (a real process: its own stderr and logging);
     without `-q` the same run shows its bar, so the capture sees what it would show."""
-    script = ("import sys; sys.path[:0] = sys.argv[1:3]; import etamem.cli as cli; from rel_common import fast_memory; "
+    script = ("import sys; sys.path[:0] = sys.argv[1:3]; import etamem.cli.commands as cli; from rel_common import fast_memory; "
               "cli._memory = lambda args, path, preset=None: fast_memory(path); "
               "import logging; logging.getLogger('some.library').info('info from a library'); "
               "sys.exit(cli.main(sys.argv[3:]))")

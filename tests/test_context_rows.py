@@ -3,7 +3,7 @@ their turn context (a neighbour lookup each), the best by unit text; below the c
 from __future__ import annotations
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
+from etamem.models.affect import VaderAffectTagger
 from etamem.retrieval import fallback
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
 from etamem.config import Config
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 from etamem.retrieval import DialogueScoring, named_speakers, query_vector
 from etamem.retrieval.dialogue import is_question, query_texts, without_names
-from etamem.retrieval.search import dialogue_scoring, turn_context
+from etamem.retrieval.space_search import dialogue_scoring, turn_context
 
 T0 = datetime(2024, 5, 1, 18, tzinfo=timezone.utc)
 
@@ -162,7 +162,7 @@ def test_rows_grow_together_after_a_reload(hashing_encoder, tmp_path):
 
 
 def test_replies_are_the_next_turn_by_another_speaker(hashing_encoder, tmp_path):
-    from etamem.retrieval.search import reply_finder
+    from etamem.retrieval.space_search import reply_finder
 
     with memory(tmp_path / "s", hashing_encoder) as mem:
         mem.add(DIALOGUE)

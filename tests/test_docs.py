@@ -50,9 +50,9 @@ def test_cli_reference_lists_every_command():
 def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     """README's Python example, verbatim, on a fast hashing encoder (the real one is tested elsewhere)."""
     import etamem
-    from etamem.affect import VaderAffectTagger
-    from etamem.encoders import CachedEncoder
     from etamem.memory import Memory
+    from etamem.models.affect import VaderAffectTagger
+    from etamem.models.encoders import CachedEncoder
 
     def fast(path=None, config=None):
         enc = CachedEncoder(HashingEncoder())
@@ -84,7 +84,7 @@ def _json_lines(path: Path) -> list[str]:
 def test_jsonl_turn_line_is_read_as_shown(page, tmp_path):
     """The JSONL turn line shown is accepted by `etamem ingest --format jsonl`'s reader; a line
     without `space` goes to the space `default`."""
-    from etamem.datasets import read_jsonl
+    from etamem.ingest.datasets import read_jsonl
 
     shown = _json_lines(page)
     assert len(shown) == 1, shown

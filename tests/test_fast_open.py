@@ -1,4 +1,4 @@
-"""Opening a space from the snapshot in its derived files (`etamem.space_snapshot`): no unit,
+"""Opening a space from the snapshot in its derived files (`etamem.live.snapshot`): no unit,
 vector or turn rows are read from the store beyond a sample compared with the snapshot, and the space answers exactly as one opened
 from the store; a snapshot of another generation, or a damaged one, is ignored (the store path,
 with a warning for damage). Real store, views, FAISS and BM25; a text-dependent hashing encoder."""
@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from conftest import HashingEncoder
-from etamem import Memory, derived, space_snapshot
-from etamem.affect import VaderAffectTagger
-from etamem.store import Store
+from etamem import Memory
+from etamem.live import derived
+from etamem.live import snapshot as space_snapshot
+from etamem.models.affect import VaderAffectTagger
+from etamem.store.sqlite import Store
 
 WORDS = ("cat tuna marathon Berlin sourdough bread Lisbon June novel whales sister cello garden roses "
          "guitar chess coffee rain mountains kayak opera").split()

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Config, Filters, Memory
-from etamem.affect import VaderAffectTagger
+from etamem.models.affect import VaderAffectTagger
 
 SPEAKERS = ["Ana", "Ben", "Caro", "Dev"]
 TOPICS = ["cat", "dog", "garden", "piano", "tennis", "Lisbon", "pasta", "novel", "bicycle", "guitar",
@@ -253,7 +253,7 @@ def test_metadata_through_the_ingest_reader(tmp_path):
     a bad value is named by file and line (as `cmd_ingest` checks them)."""
     import json
 
-    from etamem.datasets import read_conversations
+    from etamem.ingest.datasets import read_conversations
 
     good = tmp_path / "chat.jsonl"
     good.write_text("\n".join(json.dumps(m) for m in [
@@ -274,7 +274,7 @@ def test_metadata_through_the_ingest_reader(tmp_path):
 
 def test_unit_metadata_merges_its_source_turns():
     from etamem.filters import unit_metadata
-    from etamem.types import Turn
+    from etamem.records import Turn
 
     turns = {t.turn_id: t for t in [
         Turn("a", "s", "Ana", "x", START, extra={"metadata": {"k": 1, "c": "email"}}),
@@ -330,7 +330,7 @@ def test_fta_method_filters_against_brute_force():
 
 # --- one ranking sanity check with the real encoder --------------------------------------------
 def test_filtered_ranking_with_minilm(minilm):
-    from etamem.encoders import CachedEncoder
+    from etamem.models.encoders import CachedEncoder
 
     enc = CachedEncoder(minilm)
     mem = Memory(None, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))

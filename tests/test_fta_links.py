@@ -30,9 +30,9 @@ from etamem.fta.units import (
     TimeAnchor,
     construct_units,
 )
-from etamem.llm import LLMClient, LLMUnavailable
-from etamem.prompts_io import load_prompt, placeholders
-from etamem.types import Turn
+from etamem.models.llm import LLMClient, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, placeholders
+from etamem.records import Turn
 from llm_server import Reply
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)
@@ -143,7 +143,7 @@ def test_units_are_linked_only_to_older_units(minilm):
 
 
 def test_rule_extraction_end_to_end_across_two_sessions(minilm):
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     tagger = VaderAffectTagger(minilm)
     s1 = [Turn(f"D1:{i}", "D1", sp, text, T0 + timedelta(minutes=i)) for i, (sp, text) in enumerate([

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
-from etamem.types import UnknownIdError
+from etamem.models.affect import VaderAffectTagger
+from etamem.records import UnknownIdError
 
 T0 = datetime(2023, 5, 1, 18, 0, tzinfo=timezone.utc)
 CAT = "Caroline"
@@ -296,7 +296,7 @@ def test_llm_path_end_to_end_counts_calls_per_stage(tmp_path, minilm, chat_serve
 
 def test_inspect_shows_links_on_the_command_line_and_the_html_page(fta_mem, tmp_path, capsys, monkeypatch):
     from etamem.cli import main
-    from etamem.viz import write_all
+    from etamem.inspection.viz import write_all
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     mem = fta_mem()

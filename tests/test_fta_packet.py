@@ -9,9 +9,9 @@ import pytest
 from etamem.answering import says_missing
 from etamem.fta.packet import SECTIONS, answer_from_packet, clean_rewrite, render_packet, rewrite_query
 from etamem.fta.units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, TimeAnchor
-from etamem.llm import LLMClient
-from etamem.prompts_io import load_prompt, placeholders
-from etamem.types import Turn
+from etamem.models.llm import LLMClient
+from etamem.models.prompt_files import load_prompt, placeholders
+from etamem.records import Turn
 from llm_server import Reply
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)

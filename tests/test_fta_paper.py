@@ -12,14 +12,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
 from etamem.config import Config
+from etamem.fta.builder import FTABuilder
 from etamem.fta.codec import unit_from_json, unit_to_dict
-from etamem.fta.engine import FTABuilder
 from etamem.fta.links import LinkDecision, UnitGraph, lifecycle_update
 from etamem.fta.search import place_neighbours
 from etamem.fta.units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, Lifecycle, TimeAnchor
-from etamem.types import AMU, Hit, Turn
+from etamem.models.affect import VaderAffectTagger
+from etamem.records import AMU, Hit, Turn
 
 T0 = datetime(2023, 5, 1, 18, 0, tzinfo=timezone.utc)
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from etamem.affect import VaderAffectTagger
 from etamem.bench import BenchOptions, run
 from etamem.bench.systems import GROUPS
+from etamem.models.affect import VaderAffectTagger
 
 S1 = [("Caroline", "I went to a support group for trans people yesterday, it was so moving."),
       ("Melanie", "That sounds powerful. How did it make you feel?"),

@@ -26,7 +26,7 @@ from etamem.fta.units import (
     TimeAnchor,
     construct_units,
 )
-from etamem.types import Turn
+from etamem.records import Turn
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday
 
@@ -52,7 +52,7 @@ SESSION_2 = [
 @pytest.fixture(scope="module")
 def vader():
     from conftest import HashingEncoder
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     return VaderAffectTagger(HashingEncoder())
 

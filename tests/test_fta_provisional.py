@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
 from etamem.fta.search import PROVISIONAL_PREFIX, packet_for, prepare_provisional, search_fta
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.records import Hit, UnknownIdError
 from etamem.retrieval.lexical import LexicalIndex
-from etamem.types import Hit, UnknownIdError
 
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
 SESSION = "chat-1"

@@ -23,9 +23,9 @@ from etamem.fta.segmentation import (
     segment_starts,
     splits_qa,
 )
-from etamem.llm import LLMClient, LLMUnavailable
-from etamem.prompts_io import load_prompt, placeholders
-from etamem.types import Turn
+from etamem.models.llm import LLMClient, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, placeholders
+from etamem.records import Turn
 from fta_dialogues import DIALOGUES, boundary_quality, dialogue_turns
 from llm_server import Reply
 

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from etamem.fta.rules import content_type, orientation, rewrite_second_person, topic_stems
+from etamem.extraction.stems import topic_stems
+from etamem.fta.rules import content_type, orientation, rewrite_second_person
 from etamem.fta.segmentation import segment_session
 from etamem.fta.units import (
     FTAUnit,
@@ -19,9 +20,9 @@ from etamem.fta.units import (
     parse_unit_reply,
     retrieval_text,
 )
-from etamem.llm import LLMClient, LLMUnavailable
-from etamem.prompts_io import load_prompt, placeholders
-from etamem.types import Turn
+from etamem.models.llm import LLMClient, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, placeholders
+from etamem.records import Turn
 from llm_server import Reply
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday
@@ -30,7 +31,7 @@ T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday
 @pytest.fixture(scope="module")
 def vader():
     from conftest import HashingEncoder
-    from etamem.affect import VaderAffectTagger
+    from etamem.models.affect import VaderAffectTagger
 
     return VaderAffectTagger(HashingEncoder())
 

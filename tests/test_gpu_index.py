@@ -11,7 +11,7 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
+from etamem.models.affect import VaderAffectTagger
 from etamem.retrieval import gpu_index, vector_index
 from etamem.retrieval.vector_index import VectorIndex
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from etamem import Config, Memory
-from etamem import inspect as ins
-from etamem.affect import VaderAffectTagger
+from etamem.inspection import reports as ins
+from etamem.models.affect import VaderAffectTagger
 
 TOPICS = [
     ("cat", ["I adopted a grey cat named Miso.", "Miso the cat sleeps on the sofa all day.",
@@ -221,7 +221,7 @@ def test_cli_inspect_trace_export_stats(store_dir, minilm, tmp_path, capsys):
 
 
 def test_viz_writes_plots_and_a_self_contained_page(mem, tmp_path):
-    from etamem.viz import write_all
+    from etamem.inspection.viz import write_all
 
     paths = write_all(mem, "u", tmp_path / "viz")
     names = sorted(p.name for p in paths)
@@ -242,7 +242,7 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it: apt-get install chromium)")
 def test_html_page_renders_every_node_in_headless_chromium(mem, tmp_path):
-    from etamem.viz import write_html
+    from etamem.inspection.viz import write_html
 
     stats = ins.space_stats(mem, "u")
     # a summary carrying markup must show as text, not break the page

@@ -16,9 +16,9 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, Item, PutOp, Sear
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
 from etamem import Config, Memory, UnknownIdError, UnknownSpaceError  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.encoders import CachedEncoder  # noqa: E402
 from etamem.integrations.langgraph import EtamemStore, TTLNotSupportedError, namespace_of, space_of  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.models.encoders import CachedEncoder  # noqa: E402
 from helpers import FACTS  # noqa: E402
 
 DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrations" / "langgraph.md"

@@ -25,9 +25,9 @@ from llama_index.core.memory import Memory as ChatMemory  # noqa: E402
 from llama_index.core.storage.chat_store.sql import MessageStatus  # noqa: E402
 
 from etamem import AsyncMemory, Config, Memory  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.encoders import CachedEncoder  # noqa: E402
 from etamem.integrations.llamaindex import EtamemMemoryBlock  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.models.encoders import CachedEncoder  # noqa: E402
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrations" / "llamaindex.md"
 

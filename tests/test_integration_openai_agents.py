@@ -38,9 +38,9 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from conftest import HashingEncoder  # noqa: E402
 from etamem import AsyncMemory, Config, Memory  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.encoders import CachedEncoder  # noqa: E402
 from etamem.integrations.openai_agents import EtamemSession, etamem_instructions  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.models.encoders import CachedEncoder  # noqa: E402
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrations" / "openai-agents.md"
 

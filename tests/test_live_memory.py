@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 from etamem.retrieval import SpaceIndex
 
 WORDS = ("cat dog garden hiking guitar painting nurse job Lyon Paris boat sailing concert museum recipe cake "
@@ -197,8 +197,8 @@ def test_concurrent_adds_and_searches_in_one_space(hashing_encoder):
 def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, chat_server, tmp_path):
     """Extraction calls a local LLM server that answers after 3 s: searches of the same space
     and of another space are answered meanwhile (the LLM call holds no view or store lock)."""
-    from etamem.extraction import LLMExtractor, RuleExtractor
-    from etamem.llm import LLMClient
+    from etamem.extraction.extractors import LLMExtractor, RuleExtractor
+    from etamem.models.llm import LLMClient
 
     slow = threading.Event()
     asked = threading.Event()
@@ -259,7 +259,7 @@ def test_derived_files_are_loaded_when_current_and_rebuilt_when_stale_or_damaged
     """Closing writes the indexes beside the store; the next open loads them (nothing
     re-tokenised) and answers the same; files of an older generation (a process that wrote
     and died before closing) or damaged files are ignored and the indexes rebuilt."""
-    from etamem import derived
+    from etamem.live import derived
 
     rng = np.random.default_rng(4)
     queries = [" ".join(rng.choice(WORDS, 3)) for _ in range(10)]

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from etamem.config import Config
-from etamem.llm import LLMClient, LLMError, LLMJSONError, parse_json_strict
-from etamem.types import StageCost
+from etamem.models.llm import LLMClient, LLMError, LLMJSONError, parse_json_strict
+from etamem.records import StageCost
 from llm_server import ChatServer, Reply
 
 USER = [{"role": "user", "content": "one two three"}]  # 3 prompt "tokens"

@@ -1,4 +1,4 @@
-"""The MCP server (`etamem.mcp_server`) with the `mcp` package's own client: in process (every
+"""The MCP server (`etamem.serve.mcp_server`) with the `mcp` package's own client: in process (every
 tool, tenancy, errors), over stdio (a real `etamem mcp` process with the default models) and
 over streamable HTTP (a real process, the key per request)."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ from mcp import Client  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402
 from etamem import Memory, tenancy  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.mcp_server import build_server  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.serve.mcp_server import build_server  # noqa: E402
 
 TURNS = [{"turn_id": "t1", "session_id": "s1", "speaker": "Ana", "text": "I adopted a grey cat named Miso.",
           "timestamp": "2023-05-08T13:56"},

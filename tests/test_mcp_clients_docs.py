@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from etamem.cli import build_parser
-from etamem.serve_cli import cmd_mcp
+from etamem.cli.commands import build_parser
+from etamem.cli.serve import cmd_mcp
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "integrations" / "mcp-clients.md"
 TOOLS = {"add_memory", "search_memory", "get_context", "memory_history", "delete_memory", "answer"}

@@ -4,8 +4,8 @@ import threading
 import pytest
 
 from etamem import AMU, Config, Hit, Memory, Turn
-from etamem.affect import VaderAffectTagger
-from etamem.extraction import RuleExtractor
+from etamem.extraction.extractors import RuleExtractor
+from etamem.models.affect import VaderAffectTagger
 
 CONV = [
     {"turn_id": "a1", "session_id": "s1", "speaker": "Ana", "text": "I adopted a grey cat named Miso last week.",
@@ -25,7 +25,7 @@ def make_memory(minilm, path=None, **cfg):
 
 
 def _cached(enc):
-    from etamem.encoders import CachedEncoder
+    from etamem.models.encoders import CachedEncoder
 
     return CachedEncoder(enc)
 
@@ -147,7 +147,7 @@ def test_sessions_end_when_a_new_one_arrives(minilm):
 
 
 def test_turn_objects_and_generated_ids(minilm):
-    from etamem.timeparse import parse_timestamp
+    from etamem.ingest.timeparse import parse_timestamp
 
     mem = make_memory(minilm)
     t = Turn(turn_id="x1", session_id="s", speaker="Ana", text="I love climbing in the Alps.",
@@ -170,7 +170,7 @@ def test_answer_without_llm_returns_evidence(minilm):
 
 
 def test_answer_with_llm_via_local_server(minilm, chat_server, tmp_path):
-    from etamem.llm import LLMClient
+    from etamem.models.llm import LLMClient
 
     seen = []
 
@@ -253,8 +253,8 @@ def test_one_call_with_several_sessions_ends_all_but_the_last(minilm):
 def test_add_is_idempotent_by_turn_id(hashing_encoder, tmp_path):
     """A retry of the same turns stores nothing new and returns the same units; the same id with
     other content is an error naming both; README's example runs twice."""
-    from etamem.affect import VaderAffectTagger
-    from etamem.encoders import CachedEncoder
+    from etamem.models.affect import VaderAffectTagger
+    from etamem.models.encoders import CachedEncoder
 
     enc = CachedEncoder(hashing_encoder)
     mem = Memory(tmp_path / "s", text_encoder=enc, affect_tagger=VaderAffectTagger(enc))

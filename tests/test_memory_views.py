@@ -5,10 +5,10 @@ import re
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
-from etamem.extraction import LLMExtractor, RuleExtractor
-from etamem.llm import LLMClient
+from etamem.extraction.extractors import LLMExtractor, RuleExtractor
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.models.llm import LLMClient
 
 TURNS = [
     ("s1", "2023-05-08T13:00", "Ana", "I adopted a grey cat named Miso. I love her so much!"),

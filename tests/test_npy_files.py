@@ -1,11 +1,11 @@
 """Derived arrays: large ones memory-mapped, small ones read, so that many small live spaces do
-not hold a file descriptor per array (etamem.npy_files)."""
+not hold a file descriptor per array (etamem.live.npy_files)."""
 import os
 
 import numpy as np
 
-from etamem import npy_files
-from etamem.npy_files import load_npy
+from etamem.live import npy_files
+from etamem.live.npy_files import load_npy
 from etamem.retrieval.lexical import LexicalIndex
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from etamem.datasets import read_jsonl, read_locomo, read_longmemeval
+from etamem.ingest.datasets import read_jsonl, read_locomo, read_longmemeval
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,7 @@ def test_the_checkout_does_not_shadow_the_pypi_kernels_package():
 
 
 def test_prompts_installed_as_package_data():
-    from etamem.prompts_io import list_prompts
+    from etamem.models.prompt_files import list_prompts
 
     assert {"extract_locomo", "extract_longmemeval", "answer_locomo", "answer_longmemeval"} <= set(list_prompts())
 
@@ -177,7 +177,7 @@ def test_cli_logging_keeps_third_party_debug_out(verbosity, shown, tmp_path):
     from WARNING up unless -vv (-q: errors only), and etamem's by the chosen verbosity."""
     import subprocess
 
-    code = (f"from etamem.cli import _setup_logging; _setup_logging({verbosity}); import bm25s, logging; "
+    code = (f"from etamem.cli.commands import _setup_logging; _setup_logging({verbosity}); import bm25s, logging; "
             "b = logging.getLogger('bm25s'); b.debug('dbg-x'); b.warning('warn-w'); "
             "e = logging.getLogger('etamem.t'); e.info('own-i'); e.warning('own-w'); e.error('own-e')")
     # cwd outside the checkout, so that PYTHONPATH decides which etamem runs (mutation runs)

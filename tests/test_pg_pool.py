@@ -1,4 +1,4 @@
-"""The PostgreSQL store's connection pool and reconnect (etamem.pg_pool), on the session's
+"""The PostgreSQL store's connection pool and reconnect (etamem.store.pg_pool), on the session's
 PostgreSQL (tests/pg_server.py; skipped, saying why, only when none can be had):
 
 - `pool_size` from the keyword or the URL's query (removed before connecting), checked;
@@ -18,9 +18,9 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
-from etamem.pg_pool import DEFAULT_POOL_SIZE, ConnectionLost, split_pool_size
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.store.pg_pool import DEFAULT_POOL_SIZE, ConnectionLost, split_pool_size
 from helpers import FACTS
 
 QUERIES = ["a cat", "violin music", "hiking", "bread", "a nurse", "tomatoes"]
@@ -79,7 +79,7 @@ def test_search_read_and_write_after_the_backends_are_killed(pg_url, caplog):
     before = [texts(mem.search(q, space="ana")) for q in QUERIES]
     store = mem.store
     assert kill_backends(pg_url) >= 1  # the pool's idle connection (and the space lock's)
-    with caplog.at_level(logging.WARNING, logger="etamem.pg_pool"):
+    with caplog.at_level(logging.WARNING, logger="etamem.store.pg_pool"):
         assert store.count_turns("ana") == len(FACTS)  # a read: retried on a fresh connection
     assert store.pool.reconnects == 1 and "reconnecting" in caplog.text
     kill_backends(pg_url)
@@ -98,7 +98,7 @@ def test_search_read_and_write_after_the_backends_are_killed(pg_url, caplog):
 
 
 def test_a_write_transaction_lost_inside_is_not_retried(pg_url):
-    from etamem.store_pg import PgStore
+    from etamem.store.postgres import PgStore
 
     store = PgStore(pg_url)
     with pytest.raises(ConnectionLost, match="rolled back.*not retried"):
@@ -118,7 +118,7 @@ def test_a_write_transaction_lost_inside_is_not_retried(pg_url):
 
 
 def test_a_transaction_or_snapshot_lost_at_begin_is_run_on_a_fresh_connection(pg_url):
-    from etamem.store_pg import PgStore
+    from etamem.store.postgres import PgStore
 
     store = PgStore(pg_url)
     kill_backends(pg_url)

@@ -15,7 +15,7 @@ from etamem import Config, Memory
 from etamem.bench.metrics import clustered_bootstrap_interval, paired_p_value
 from etamem.bench.paired import ladder, paired
 from etamem.bench.systems import GROUPS, LADDER, resolve_systems, sweep_specs
-from etamem.cli_common import config_from_args
+from etamem.cli.common import config_from_args
 from etamem.presets import ADDITIONS, CHOICES, FTA_PAPER, additions_off, differences, preset_values
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "presets.md"
@@ -75,7 +75,7 @@ def test_cli_preset_is_the_base_of_config_and_set_applies_on_top():
 
 
 def test_every_cli_command_with_config_takes_preset():
-    from etamem.cli import build_parser
+    from etamem.cli.commands import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -14,8 +14,8 @@ from etamem.answering import compose_answer, says_missing
 from etamem.bench.items import BenchQuestion
 from etamem.bench.qa import answer_and_judge, answer_prompt
 from etamem.bench.systems import Unit
-from etamem.extraction import LLMExtractor
-from etamem.types import AMU, Hit, StageCost, Turn
+from etamem.extraction.extractors import LLMExtractor
+from etamem.records import AMU, Hit, StageCost, Turn
 from etamem.views.summaries import LLMSummariser
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)

@@ -10,11 +10,11 @@ import pytest
 
 from etamem import Memory
 from etamem.config import Config
-from etamem.datasets import read_locomo
+from etamem.ingest.datasets import read_locomo
+from etamem.records import Turn
 from etamem.retrieval.beam import contextual, hybrid
 from etamem.retrieval.fallback import TurnIndex, turn_text
 from etamem.retrieval.lexical import minmax
-from etamem.types import Turn
 
 
 def _ids(hits):

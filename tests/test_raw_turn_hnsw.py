@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
+from etamem.models.affect import VaderAffectTagger
+from etamem.records import Turn
 from etamem.retrieval import TurnIndex
-from etamem.types import Turn
 
 DIM = 32
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)

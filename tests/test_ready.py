@@ -1,4 +1,4 @@
-"""`/ready` beside `/health` (`etamem.server`): 503 in the error shape until the startup has loaded
+"""`/ready` beside `/health` (`etamem.serve.app`): 503 in the error shape until the startup has loaded
 the models (`Memory.warm`), 200 after, without a key; `/health` answers throughout. In-process
 through Starlette's TestClient over a real store with a text-dependent hashing encoder."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402
 from etamem import Memory  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.server import create_app  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.serve.app import create_app  # noqa: E402
 
 ADMIN = "admin-key-for-tests-0123456789abcdef"
 

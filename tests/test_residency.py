@@ -1,4 +1,4 @@
-"""Bounded residency of live spaces (`etamem.residency`, `Engine._evict`): under
+"""Bounded residency of live spaces (`etamem.live.residency`, `Engine._evict`): under
 `max_live_spaces` the least recently used spaces are dropped after their indexes are saved and
 reopen from the derived files, with exactly the results of a memory that never drops any; a
 space a search or a write is using stays. Real store, FAISS and BM25; a text-dependent hashing
@@ -12,8 +12,8 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.residency import LiveTable, array_bytes
+from etamem.live.residency import LiveTable, array_bytes
+from etamem.models.affect import VaderAffectTagger
 
 SPACES = [f"user-{i}" for i in range(5)]
 TOPICS = ["my cat Miso likes tuna", "training for the Berlin marathon", "learning to bake sourdough bread",

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from etamem.config import Config
+from etamem.records import AMU
 from etamem.retrieval import LexicalIndex, SpaceIndex, beam_search, largest_remainder, minmax, route
-from etamem.types import AMU
 from etamem.views import SpaceViews
 from helpers import unit
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
 from etamem.config import Config
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.records import Turn
 from etamem.retrieval import LexicalIndex, SpaceIndex, TurnIndex
 from etamem.retrieval.lexical import K1, share_of_ceiling
-from etamem.retrieval.search import turn_context
-from etamem.types import Turn
+from etamem.retrieval.space_search import turn_context
 from helpers import unit
 from test_retrieval import build_views
 
@@ -141,8 +141,8 @@ def test_ceiling_norm_in_the_merge_matches_the_formula():
 
 
 def test_turn_diverse_puts_repeats_of_a_turn_after_the_first_hits():
-    from etamem.retrieval.search import turn_diverse
-    from etamem.types import AMU, Hit
+    from etamem.records import AMU, Hit
+    from etamem.retrieval.space_search import turn_diverse
 
     def hit(i, turn):
         amu = AMU(amu_id=f"a{i}", text="x", speaker="u", timestamp=T0, session_id="s", source_turn_ids=(turn,))

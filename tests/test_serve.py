@@ -1,4 +1,4 @@
-"""The HTTP API (`etamem.server`): tenancy on every route (own space, another's, no key, revoked
+"""The HTTP API (`etamem.serve.app`): tenancy on every route (own space, another's, no key, revoked
 key), enforced by the engine itself; JSON errors naming the field; body limits; key management;
 metrics. In-process through Starlette's TestClient over a real store (SQLite, real FAISS/BM25)
 with a text-dependent hashing encoder; `test_serve_process.py` runs the real server process."""
@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402
 from etamem import Memory, tenancy  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.server import create_app  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.serve.app import create_app  # noqa: E402
 
 ADMIN = "admin-key-for-tests-0123456789abcdef"
 TURNS = [{"turn_id": "t1", "session_id": "s1", "speaker": "Ana", "text": "I adopted a grey cat named Miso.",
@@ -236,7 +236,7 @@ def test_two_servers_on_one_store_see_each_others_writes_within_one_request(shar
 
 
 def test_a_lost_database_connection_is_a_503_to_retry(served, monkeypatch):
-    from etamem.pg_pool import ConnectionLost
+    from etamem.store.pg_pool import ConnectionLost
 
     client, mem, keys = served
 

@@ -15,8 +15,8 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402
 from etamem import Memory, tenancy  # noqa: E402
-from etamem.affect import VaderAffectTagger  # noqa: E402
-from etamem.server import create_app  # noqa: E402
+from etamem.models.affect import VaderAffectTagger  # noqa: E402
+from etamem.serve.app import create_app  # noqa: E402
 
 ADMIN = "admin-key-for-openapi-tests-0123456789"
 EXAMPLES = int(os.environ.get("ETAMEM_OPENAPI_EXAMPLES", "6"))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from etamem import Memory
-from etamem.extraction import RuleExtractor
-from etamem.types import Turn
+from etamem.extraction.extractors import RuleExtractor
+from etamem.records import Turn
 
 DATA = json.loads((Path(__file__).parent / "data" / "short_statements.json").read_text(encoding="utf-8"))
 STATEMENTS = DATA["statements"]

@@ -20,11 +20,11 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
-from etamem.store import open_store, top_cosine
-from etamem.store_sql import FORMAT_VERSION, SPACE_TABLES
-from etamem.types import AMU
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.records import AMU
+from etamem.store.sql import FORMAT_VERSION, SPACE_TABLES
+from etamem.store.sqlite import open_store, top_cosine
 from helpers import FACTS
 from reliability.rel_common import processes_run
 
@@ -176,7 +176,7 @@ def test_nearest_units_over_a_table_dominated_by_other_spaces(target, backend):
                 else:
                     assert len({i for i, _ in got} & {i for i, _ in exact}) >= 0.9 * len(exact), (space, kind, k)
     if backend == "postgres":
-        from etamem.store_pg import PgStore, index_name
+        from etamem.store.postgres import PgStore, index_name
 
         plan = store._query("EXPLAIN " + PgStore.nearest_sql("amu_vectors", "text", 32, 10),
                             (PgStore._vector_params(np.ones(32))[1], "tiny"))
@@ -278,8 +278,8 @@ def test_postgres_without_psycopg_names_the_extra(monkeypatch):
 
 
 def test_database_urls_and_their_passwords():
-    from etamem.store import is_database_url
-    from etamem.store_pg import redact
+    from etamem.store.postgres import redact
+    from etamem.store.sqlite import is_database_url
 
     assert is_database_url("postgresql://u@h/db") and is_database_url("postgres://u@h/db")
     assert not is_database_url("store_dir") and not is_database_url(None)

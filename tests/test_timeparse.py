@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from etamem.timeparse import format_date, parse_timestamp
+from etamem.ingest.timeparse import format_date, parse_timestamp
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -159,7 +159,7 @@ def test_hnsw_mode_filters_dead_keeps_recall_compacts_and_switches():
 @pytest.mark.parametrize("mode", ["exact", "hnsw"])
 @pytest.mark.parametrize("mmap", [True, False])
 def test_save_load_round_trip(tmp_path, mode, mmap, monkeypatch):
-    monkeypatch.setattr("etamem.npy_files.MMAP_MIN_BYTES", 0)  # map even this small index
+    monkeypatch.setattr("etamem.live.npy_files.MMAP_MIN_BYTES", 0)  # map even this small index
     rng = np.random.default_rng(2)
     index = VectorIndex(DIM, exact_max=None if mode == "exact" else 100)
     data = clustered(rng, 400)

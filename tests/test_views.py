@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from etamem.config import Config
 from etamem.kernels import otsu_threshold
-from etamem.store import Store
-from etamem.types import AMU
+from etamem.records import AMU
+from etamem.store.sqlite import Store
 from etamem.views import Calibrator, SemanticTree, SpaceViews, Thresholds, TimeForest, route
 from helpers import unit
 
@@ -318,8 +318,8 @@ def test_time_forest_levels_midnight_and_week_month_rule():
 def test_time_forest_counts_on_locomo_dev(locomo_dev):
     import json
 
-    from etamem.datasets import read_locomo
-    from etamem.timeparse import parse_timestamp
+    from etamem.ingest.datasets import read_locomo
+    from etamem.ingest.timeparse import parse_timestamp
 
     raw = {s["sample_id"]: s["conversation"] for s in json.loads(locomo_dev.read_text())}
     for conv in read_locomo(locomo_dev):

@@ -15,10 +15,10 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from etamem import supersession
-from etamem.store import Store
-from etamem.store_schema import UnitExtras
-from etamem.types import AMU, Turn
+from etamem.facts import supersession
+from etamem.records import AMU, Turn
+from etamem.store.schema import UnitExtras
+from etamem.store.sqlite import Store
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SPACE = "s"
@@ -96,11 +96,11 @@ def test_writing_links_does_not_read_every_link(store):
 
 
 def test_rule_classifier_stems_a_new_unit_once(monkeypatch):
-    from etamem.fta import rules
+    from etamem.extraction import stems
 
     calls = []
-    real = rules.stem
-    monkeypatch.setattr(rules, "stem", lambda w: calls.append(w) or real(w))
+    real = stems.stem
+    monkeypatch.setattr(stems, "stem", lambda w: calls.append(w) or real(w))
     new = "Ana stopped playing the cello and now loves the guitar"  # a change word: the stemming path
     cands = [supersession.Candidate(f"u{i}", f"Ana loves playing the cello number {i}", "Ana", T0, 0.8)
              for i in range(8)]
@@ -149,7 +149,7 @@ def test_an_older_store_gets_the_link_index_when_opened(tmp_path):
     import tarfile
     from pathlib import Path
 
-    from etamem.store import Store
+    from etamem.store.sqlite import Store
 
     with tarfile.open(Path(__file__).parent / "data" / "store_v5.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")

@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..extraction import Extraction, turn_text
-from ..types import Turn
+from etamem.extraction.extractors import Extraction, turn_text
+from etamem.records import Turn
 
 # FTA-Mem stores (Config method "fta") and the Config values each is built with: segmentation modes (the
 # paper's granularity and fixed-window comparisons; "fta_fixed" is the paper's fixed window with the
@@ -65,7 +65,7 @@ class SharedTextTagger:
         self.name = f"shared-text:{tagger.name}"
 
     def tag(self, texts: list[str]):
-        from ..affect import AffectBatch
+        from etamem.models.affect import AffectBatch
 
         batch = self.tagger.tag(list(texts))
         emb = np.asarray(self.text_encoder.encode(list(texts)), np.float32).reshape(len(batch), self.dim)
@@ -98,8 +98,8 @@ class UnifiedTagger:
         self.name = f"unified-{to}:{tagger.name}"
 
     def tag(self, texts: list[str]):
-        from ..affect import AffectBatch
-        from ..types import POLARITIES
+        from etamem.models.affect import AffectBatch
+        from etamem.records import POLARITIES
 
         batch = self.tagger.tag(list(texts))
         if self.to == "event":

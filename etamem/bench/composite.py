@@ -27,12 +27,12 @@ from datetime import datetime
 
 import numpy as np
 
-from ..currency import in_store
-from ..retrieval import RetrievalResult, Scored, SpaceIndex, query_vector, route, search_space
-from ..retrieval.retriever import top_similarities
-from ..retrieval.temporal import is_when_question, parse_time_window
-from ..timeparse import parse_timestamp
-from ..types import SearchResult
+from etamem.facts.current_first import in_store
+from etamem.ingest.timeparse import parse_timestamp
+from etamem.records import SearchResult
+from etamem.retrieval import RetrievalResult, Scored, SpaceIndex, query_vector, route, search_space
+from etamem.retrieval.retriever import top_similarities
+from etamem.retrieval.temporal import is_when_question, parse_time_window
 
 SEMANTIC_VIEWS = ("event", "affect")
 

@@ -2,9 +2,9 @@
 questions, gold evidence and the date each question is asked."""
 from __future__ import annotations
 
-from ..datasets import read_locomo, read_longmemeval, shape_guard
-from .items import BenchConversation, BenchQuestion
-from .metrics import normalise_evidence
+from etamem.bench.items import BenchConversation, BenchQuestion
+from etamem.bench.metrics import normalise_evidence
+from etamem.ingest.datasets import read_locomo, read_longmemeval, shape_guard
 
 __all__ = ["DATASETS", "LOCOMO_CATEGORIES", "LONGMEMEVAL_TYPES", "BenchConversation", "BenchQuestion", "load",
            "load_locomo", "load_longmemeval", "select"]
@@ -65,7 +65,7 @@ def load(dataset: str, path: str | None, *, locomo: str | None = None, filler: s
     if dataset not in DATASETS:
         raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
     if dataset == "updates":
-        from .updates import load_updates
+        from etamem.bench.updates import load_updates
 
         return load_updates(path, filler, split)
     if filler or split:
@@ -73,11 +73,11 @@ def load(dataset: str, path: str | None, *, locomo: str | None = None, filler: s
     if not path:
         raise ValueError(f"file: required for {dataset} (the official file)")
     if dataset == "locomo-plus":  # etamem/bench/locomo_plus.py
-        from .locomo_plus import load_locomo_plus
+        from etamem.bench.locomo_plus import load_locomo_plus
 
         return load_locomo_plus(path, locomo)
     if dataset == "prefeval":  # a directory (etamem/bench/prefeval.py)
-        from .prefeval import load_prefeval
+        from etamem.bench.prefeval import load_prefeval
 
         return load_prefeval(path)
     return load_locomo(path) if dataset == "locomo" else load_longmemeval(path)

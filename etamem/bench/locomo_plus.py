@@ -28,8 +28,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..datasets import read_locomo, shape_guard
-from .items import CUE_SESSION_PREFIX, BenchConversation, BenchQuestion
+from etamem.bench.items import CUE_SESSION_PREFIX, BenchConversation, BenchQuestion
+from etamem.ingest.datasets import read_locomo, shape_guard
 
 RELATION_TYPES = ("causal", "state", "goal", "value")
 QUERY_DELAY = timedelta(days=7)  # the trigger: 7 days after the last session

@@ -13,7 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .metrics import bootstrap_interval, clustered_bootstrap_interval, paired_p_value
+from etamem.bench.metrics import bootstrap_interval, clustered_bootstrap_interval, paired_p_value
 
 
 def main_metric(dataset: str, ks) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..output import pyplot, save_png
-from .report import VIEWS, main_k
+from etamem.bench.report import VIEWS, main_k
+from etamem.output import pyplot, save_png
 
 VIEW_COLOURS = {"event": "tab:blue", "affect": "tab:red", "time": "tab:green"}
 

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..datasets import _load_json, shape_guard
-from .items import BenchConversation, BenchQuestion
+from etamem.bench.items import BenchConversation, BenchQuestion
+from etamem.ingest.datasets import _load_json, shape_guard
 
 START = datetime(2023, 1, 2, 9, 0)  # the first chat's day
 CHAT_GAP_DAYS = (1, 4)  # days between consecutive chats (inclusive range)

@@ -8,15 +8,15 @@ from datetime import datetime
 from itertools import groupby
 from typing import Callable
 
-from ..answering import says_missing
-from ..llm import parse_json_strict
-from ..prompts_io import render_prompt
-from ..timeparse import format_date, parse_timestamp
-from ..types import Turn
-from .data import BenchQuestion
-from .metrics import TOKEN, bleu1, distinct_turns, parse_verdict, token_f1
-from .systems import Unit
-from .workbench import usage_delta
+from etamem.answering import says_missing
+from etamem.bench.data import BenchQuestion
+from etamem.bench.metrics import TOKEN, bleu1, distinct_turns, parse_verdict, token_f1
+from etamem.bench.run_stores import usage_delta
+from etamem.bench.systems import Unit
+from etamem.ingest.timeparse import format_date, parse_timestamp
+from etamem.models.llm import parse_json_strict
+from etamem.models.prompt_files import render_prompt
+from etamem.records import Turn
 
 ABSTENTION_NOTE = ("This question cannot be answered from the conversation: the generated answer is CORRECT only "
                    "if it says the information is not available (or asks for it), and WRONG if it makes up an answer.")

@@ -2,11 +2,11 @@
 the PNG plots of `plots.py`)."""
 from __future__ import annotations
 
-from . import paired
-from .data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
-from .metrics import bootstrap_interval, mean
-from .question_kinds import KINDS, question_kind
-from .systems import SystemSpec
+from etamem.bench import paired
+from etamem.bench.data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
+from etamem.bench.metrics import bootstrap_interval, mean
+from etamem.bench.question_kinds import KINDS, question_kind
+from etamem.bench.systems import SystemSpec
 
 VIEWS = ("event", "affect", "time")
 RELATION_TYPES = ("causal", "state", "goal", "value")  # LoCoMo-Plus categories

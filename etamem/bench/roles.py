@@ -21,8 +21,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ..datasets import _load_json, shape_guard
-from .data import BenchConversation, load_locomo
+from etamem.bench.data import BenchConversation, load_locomo
+from etamem.ingest.datasets import _load_json, shape_guard
 
 ROLES = ("user", "assistant")  # speaker_a, speaker_b
 LABELS = {"user": "the user", "assistant": "the assistant"}

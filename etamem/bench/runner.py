@@ -27,13 +27,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
-from ..output import atomic_write
-from ..presets import differences
-from .data import BenchConversation, BenchQuestion, load, select
-from .metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
-from .systems import SystemSpec, resolve_systems, sweep_specs
-from .workbench import Workbench, hits_to_units, peak_rss_mb
+from etamem.bench.data import BenchConversation, BenchQuestion, load, select
+from etamem.bench.metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
+from etamem.bench.run_stores import Workbench, hits_to_units, peak_rss_mb
+from etamem.bench.systems import SystemSpec, resolve_systems, sweep_specs
+from etamem.config import Config
+from etamem.output import atomic_write
+from etamem.presets import differences
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class ResultLog:
 
 def _preset_config(opts: BenchOptions) -> Config:
     """The run's preset, for the dataset (FTA-Mem's K), before any override."""
-    from ..presets import preset_values
+    from etamem.presets import preset_values
 
     method = str(opts.overrides.get("method", "etamem"))
     return Config.from_dict(preset_values(opts.preset, method, "locomo" if opts.dataset.startswith("locomo") else
@@ -146,7 +146,7 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
     model = None if opts.no_llm else config.resolved_llm_model()
     extra = {"locomo": str(Path(opts.locomo).resolve()) if opts.locomo else None} if opts.dataset == "locomo-plus" else {}
     if opts.dataset == "updates":
-        from .updates import is_longmemeval
+        from etamem.bench.updates import is_longmemeval
 
         extra = {"filler": str(Path(opts.filler).resolve()) if opts.filler else None,
                  "split": None if is_longmemeval(opts.file) else opts.split or "dev"}
@@ -166,7 +166,7 @@ def _load(opts: BenchOptions) -> list[BenchConversation]:
         return load(opts.dataset, opts.file, locomo=opts.locomo, filler=opts.filler, split=opts.split)
     if opts.dataset != "locomo":
         raise ValueError(f"--roles applies to locomo only (the speakers of {opts.dataset} are already roles)")
-    from .roles import load_locomo_roles
+    from etamem.bench.roles import load_locomo_roles
 
     return load_locomo_roles(opts.file)
 
@@ -192,7 +192,7 @@ def retrieval_metrics(dataset: str, conv: BenchConversation, q: BenchQuestion, u
                       session_of: dict[str, str]) -> dict[str, float]:
     """Metric name -> value for one ranking (see metrics.py for the definitions)."""
     if dataset == "updates":  # the current (or old) fact first, before the stale one (bench/updates.py)
-        from .updates import update_metrics
+        from etamem.bench.updates import update_metrics
 
         return update_metrics(distinct(t for u in units for t in u.sources), q, ks)
     if dataset == "locomo-plus":  # any cue turn, and the cue's first turn, among the first k
@@ -237,7 +237,7 @@ def context_recall(conv: BenchConversation, q: BenchQuestion, units, qa_turns: i
 def _make_llms(opts: BenchOptions, config: Config, out: Path):
     if opts.no_llm:
         return None, None
-    from ..llm import LLMClient
+    from etamem.models.llm import LLMClient
 
     cache = str(out / "llm_cache.sqlite")
     llm = LLMClient.from_config(config, cache_path=cache)
@@ -252,13 +252,13 @@ def _make_llms(opts: BenchOptions, config: Config, out: Path):
 def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     """Run the benchmark; writes results.jsonl, summary.json, report.md and plots under
     `opts.out` and returns the summary dict. text_encoder / affect_tagger: injected models."""
-    from . import report
+    from etamem.bench import report
 
     t_start = time.perf_counter()
     if not opts.file:
         if opts.dataset != "updates":
             raise ValueError(f"file: required for {opts.dataset} (the official file)")
-        from .updates import shipped_scenarios
+        from etamem.bench.updates import shipped_scenarios
 
         opts = replace(opts, file=shipped_scenarios())
     config = _config(opts)
@@ -350,8 +350,8 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
 
 def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]:
     """summary.json, report.md and (plots=True) the PNG plots; returns the paths written."""
-    from .plots import write_plots
-    from .report import markdown
+    from etamem.bench.plots import write_plots
+    from etamem.bench.report import markdown
 
     out = Path(out)
     paths = [out / "summary.json", out / "report.md"]
@@ -364,7 +364,7 @@ def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]
 
 def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemSpec], wb: Workbench,
                       results: ResultLog, builds: ResultLog, llm, judge, ks, qa_turns: int, config: Config) -> None:
-    from .qa import answer_and_judge, answer_prompt, units_for_context
+    from etamem.bench.qa import answer_and_judge, answer_prompt, units_for_context
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
     encoded = False
@@ -412,7 +412,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                         chosen = set(units)
                         hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
                         if spec.kind == "fta":  # the method's own packet and prompt
-                            from ..fta.packet import answer_prompt as fta_prompt
+                            from etamem.fta.packet import answer_prompt as fta_prompt
 
                             prompt = fta_prompt(q.question, wb.fta_packet(spec, conv.space, hits),
                                                 question_date=_question_date(q, config.default_timezone), style=dataset)
@@ -429,7 +429,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
 
 def _question_date(q: BenchQuestion, tz: str):
     """The question's date as a datetime (None when absent or unreadable)."""
-    from ..timeparse import parse_timestamp
+    from etamem.ingest.timeparse import parse_timestamp
 
     try:
         return parse_timestamp(q.now, tz) if q.now else None
@@ -440,7 +440,7 @@ def _question_date(q: BenchQuestion, tz: str):
 def _retry_prompt(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion,
                   hits, turn_map, config: Config):
     """The answer-time fallback of `Memory.answer`: a prompt over `hits` with raw turns fused in."""
-    from .qa import answer_prompt
+    from etamem.bench.qa import answer_prompt
 
     def build() -> str:
         fused = wb.with_raw_turns(spec, conv, q, hits)

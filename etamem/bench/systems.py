@@ -129,7 +129,7 @@ def _ladder() -> tuple[SystemSpec, ...]:
     paper (etamem/presets.py `ADDITIONS`) switched on one at a time, in order: `ladder-0` is the
     paper's query-time settings, the last one the run's own (under the default preset, the
     default). Paired gains of each step: the report's 'From the paper to the default' table."""
-    from ..presets import ADDITIONS
+    from etamem.presets import ADDITIONS
 
     steps = [a for a in ADDITIONS if a.query_time]
     specs = []
@@ -174,7 +174,7 @@ def sweep_specs(items: list[str] | None, method: str = "etamem") -> list[SystemS
     one query-time value changed, key `sweep:<field>=<value>`."""
     import json
 
-    from ..config import Config
+    from etamem.config import Config
 
     specs: list[SystemSpec] = []
     fields = Config().to_dict()

@@ -33,10 +33,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..datasets import _load_json, read_longmemeval, shape_guard
-from ..timeparse import parse_timestamp
-from .items import BenchConversation, BenchQuestion
-from .metrics import evidence_recall
+from etamem.bench.items import BenchConversation, BenchQuestion
+from etamem.bench.metrics import evidence_recall
+from etamem.ingest.datasets import _load_json, read_longmemeval, shape_guard
+from etamem.ingest.timeparse import parse_timestamp
 
 SPLITS = ("dev", "test", "all")
 GROUP_SIZE = 8  # scenarios per memory

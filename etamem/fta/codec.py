@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, Lifecycle, TimeAnchor
+from etamem.fta.units import AffectAnchor, EvidenceSpan, FactAnchor, FTAUnit, Lifecycle, TimeAnchor
 
 FORMAT = 1
 

@@ -34,8 +34,8 @@ class LinkInfo:
 
 def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     """The links of `space` (touching `unit_id` when given), oldest first."""
-    from .engine import load_units
-    from .packet import lifecycle_text
+    from etamem.fta.builder import load_units
+    from etamem.fta.packet import lifecycle_text
 
     links = mem.links(space, unit_id)
     ids = sorted({x for link in links for x in (link.source, link.target)})
@@ -43,7 +43,7 @@ def link_infos(mem, space: str, unit_id: str | None = None) -> list[LinkInfo]:
     units = {uid: (u.text, u.status) for uid, u in loaded.items()}
     amus = [i for i in ids if i not in units]  # AMUs (supersedes links): status from the links
     if amus:
-        from ..currency import with_status
+        from etamem.facts.current_first import with_status
 
         found = with_status(mem.store.amus(space, status=None, amu_ids=amus), mem.store.unit_links(space, amus))
         units.update((a.amu_id, (a.text, a.status)) for a in found)
@@ -78,8 +78,8 @@ class ChainStep:
 def fact_chains(mem, space: str, unit_id: str | None = None) -> list[list[ChainStep]]:
     """The versions of every fact of `space` that changed (those of `unit_id`), each chain oldest
     first, chains in the order of their newest version."""
-    from ..supersession import REPLACING
-    from .packet import lifecycle_text
+    from etamem.facts.supersession import REPLACING
+    from etamem.fta.packet import lifecycle_text
 
     links = [link for link in mem.links(space, unit_id) if link.relation in REPLACING]
     seen: set[str] = set()

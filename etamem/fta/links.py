@@ -8,7 +8,7 @@ participant. Each pair is classified, from the new unit to the older one, as
 
 by offline rules (`classify_pair`) or by the LLM (`LLMLinkClassifier`, rules on an unusable
 reply). `supersedes`: the newer unit replaces the older (another value of the same attribute,
-`etamem.supersession`); `updates` (the paper's sense): it adds detail or progress, the older
+`etamem.facts.supersession`); `updates` (the paper's sense): it adds detail or progress, the older
 stays true. A link is stored once with its direction and read from both ends
 (`UnitGraph.links_of` shows "superseded_by", "contradicted_by", ... at the older end).
 Lifecycle: the older unit of a `supersedes` link becomes `superseded`, of a `contradicts` link
@@ -31,12 +31,19 @@ from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from ..extraction import prompt_datetime
-from ..llm import LLMError, LLMUnavailable
-from ..prompts_io import load_prompt, render_prompt
-from ..supersession import DISLIKE, LIKE, NEGATION, attitude, negated, supersedes
-from . import rules
-from .units import LIFECYCLE_COMPLETENESS, LIFECYCLE_STATES, FTAUnit, Lifecycle, initial_lifecycle, retrieval_text
+from etamem.extraction.extractors import prompt_datetime
+from etamem.extraction.stems import topic_stems
+from etamem.facts.supersession import DISLIKE, LIKE, NEGATION, attitude, negated, supersedes
+from etamem.fta.units import (
+    LIFECYCLE_COMPLETENESS,
+    LIFECYCLE_STATES,
+    FTAUnit,
+    Lifecycle,
+    initial_lifecycle,
+    retrieval_text,
+)
+from etamem.models.llm import LLMError, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, render_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +214,7 @@ def _same_attribute_new_value(old: str, new: str) -> bool:
         return False
     if not any(w in _STATE_PREDICATE for w in a[:k]) or max(len(a), len(b)) - k > _MAX_VALUE:
         return False
-    return set(rules.topic_stems(" ".join(a[k:]))) != set(rules.topic_stems(" ".join(b[k:]))) or \
+    return set(topic_stems(" ".join(a[k:]))) != set(topic_stems(" ".join(b[k:]))) or \
         [w for w in a[k:] if w.isdigit()] != [w for w in b[k:] if w.isdigit()]
 
 
@@ -228,7 +235,7 @@ def _topic_without_stance(text: str, names: frozenset[str]) -> set[str]:
     t = text.replace("\u2019", "'")
     for pattern in (NEGATION, LIKE, DISLIKE):
         t = pattern.sub(" ", t)
-    return rules.topic_stems(t, names)
+    return topic_stems(t, names)
 
 
 def _overlap(x: set[str], y: set[str]) -> float:
@@ -253,12 +260,12 @@ def classify_pair(new: FTAUnit, old: FTAUnit, similarity: float, *, strict: floa
     (`_clauses`). In order: contradicts (the topic words of one are (mostly) in the other once
     stance words are taken out, and one is negated or likes what the other dislikes);
     supersedes (same subject and state-like predicate up to a value slot, a different short
-    value, neither a past event nor a plan; or the shared rules of `etamem.supersession.supersedes`
+    value, neither a past event nor a plan; or the shared rules of `etamem.facts.supersession.supersedes`
     between the two facts, e.g. "moved to", "stopped", "new manager"); followup_of (the older is a plan, the newer a later
     past/present report about the same things);
     same_episode_as (same session, cosine >= `same_episode`); supports (cosine >= `supports`)."""
     names = frozenset(p.lower() for p in new.participants + old.participants)
-    sn, so = rules.topic_stems(new.text, names), rules.topic_stems(old.text, names)
+    sn, so = topic_stems(new.text, names), topic_stems(old.text, names)
     conf = round(0.5 + 0.5 * max(0.0, min(1.0, similarity)), 3)
     # a state change or a denial: said by the same person about the same thing, no question in it
     own_statement = (new.speaker == old.speaker and similarity >= strict and " asked: " not in new.text

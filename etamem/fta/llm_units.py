@@ -8,16 +8,12 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from ..extraction import prompt_datetime, speaker_name, turn_text
-from ..llm import LLMError, LLMUnavailable
-from ..prompts_io import load_prompt, render_prompt
-from ..retrieval.temporal import TimeWindow, parse_time_window
-from ..types import Turn
-from . import rules
-from .rule_units import RuleUnitExtractor
-from .rules import CONTENT_TYPES, ORIENTATIONS
-from .segmentation import Segment
-from .unit_model import (
+from etamem.extraction.extractors import prompt_datetime, speaker_name, turn_text
+from etamem.fta import rules
+from etamem.fta.rule_units import RuleUnitExtractor
+from etamem.fta.rules import CONTENT_TYPES, ORIENTATIONS
+from etamem.fta.segmentation import Segment
+from etamem.fta.unit_model import (
     COMPLETENESS,
     Candidate,
     FactAnchor,
@@ -27,6 +23,10 @@ from .unit_model import (
     evidence_span,
     short_summary,
 )
+from etamem.models.llm import LLMError, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, render_prompt
+from etamem.records import Turn
+from etamem.retrieval.temporal import TimeWindow, parse_time_window
 
 logger = logging.getLogger(__name__)
 

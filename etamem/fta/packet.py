@@ -14,12 +14,12 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from ..extraction import prompt_datetime, speaker_name, turn_text
-from ..llm import LLMError
-from ..prompts_io import render_prompt
-from ..timeparse import format_date
-from ..types import Turn
-from .units import FTAUnit, anchors_of
+from etamem.extraction.extractors import prompt_datetime, speaker_name, turn_text
+from etamem.fta.units import FTAUnit, anchors_of
+from etamem.ingest.timeparse import format_date
+from etamem.models.llm import LLMError
+from etamem.models.prompt_files import render_prompt
+from etamem.records import Turn
 
 logger = logging.getLogger(__name__)
 

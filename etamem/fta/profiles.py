@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Collection, Sequence
 
-from ..timeparse import format_date
-from . import rules
-from .units import FTAUnit
+from etamem.extraction.stems import topic_stems
+from etamem.fta import rules
+from etamem.fta.units import FTAUnit
+from etamem.ingest.timeparse import format_date
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def _about_speaker(unit: FTAUnit, words: str) -> bool:
 
 def _topic(unit: FTAUnit, words: str) -> tuple[str, ...]:
     exclude = {p.lower() for p in (unit.speaker, *unit.participants)} | set(rules.EMOTIONS) | set(_STATE_WORDS)
-    return tuple(sorted(rules.topic_stems(words, exclude)))
+    return tuple(sorted(topic_stems(words, exclude)))
 
 
 def _same_topic(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

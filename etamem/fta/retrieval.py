@@ -58,11 +58,11 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from ..retrieval.temporal import TimeWindow, is_when_question, parse_time_window
-from ..types import POLARITIES
-from . import rules
-from .links import INVERSE, RELATIONS
-from .units import FTAUnit, anchors_of
+from etamem.fta import rules
+from etamem.fta.links import INVERSE, RELATIONS
+from etamem.fta.units import FTAUnit, anchors_of
+from etamem.records import POLARITIES
+from etamem.retrieval.temporal import TimeWindow, is_when_question, parse_time_window
 
 WINDOW_KINDS = ("relative", "absolute", "before", "after")  # windows that locate a time
 QUESTION_FORMS = ("when", "feel", "why", "plan", "preference")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from ..extraction import (
+from etamem.extraction.extractors import (
     capitalise,
     content_words,
     is_salient,
@@ -15,10 +15,11 @@ from ..extraction import (
     strip_filler,
     turn_text,
 )
-from ..types import Turn
-from . import rules
-from .segmentation import Segment
-from .unit_model import Candidate, Draft, FTAUnit, build_units
+from etamem.extraction.stems import topic_stems
+from etamem.fta import rules
+from etamem.fta.segmentation import Segment
+from etamem.fta.unit_model import Candidate, Draft, FTAUnit, build_units
+from etamem.records import Turn
 
 _YOU_WE = re.compile(r"\b(?:you|your|yours|yourself|we|us|our)\b", re.IGNORECASE)
 
@@ -148,7 +149,7 @@ def match_carried(unit: FTAUnit, carried: Sequence[FTAUnit], segment: Segment | 
       participant and a topic word ("camping" in "will go camping" / "went camping").
     The latest matching carried unit wins."""
     names = frozenset(p.lower() for u in [unit, *carried] for p in u.participants)
-    stems = rules.topic_stems(unit.text, names)
+    stems = topic_stems(unit.text, names)
     first_turn = segment.turn_ids[0] if segment is not None else None
     for k in range(len(carried) - 1, -1, -1):
         c = carried[k]
@@ -162,6 +163,6 @@ def match_carried(unit: FTAUnit, carried: Sequence[FTAUnit], segment: Segment | 
             continue
         if not set(unit.participants) & set(c.participants):
             continue
-        if stems & rules.topic_stems(c.text, names):
+        if stems & topic_stems(c.text, names):
             return k
     return None

@@ -1,5 +1,6 @@
 """Word rules shared by the offline FTA extractor and link classifier: time orientation,
-content type, emotion words, plan intentions, second-person rewrite and topic stems.
+content type, emotion words, plan intentions and second-person rewrite (topic stems:
+`etamem.extraction.stems`).
 
 Everything here is a pure function of its arguments (no model, deterministic).
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from ..retrieval.temporal import TimeWindow, parse_time_window
+from etamem.retrieval.temporal import TimeWindow, parse_time_window
 
 CONTENT_TYPES = ("event", "current_state", "relationship_event", "belief_candidate", "homework_or_plan",
                  "support_interaction", "risk_signal", "general_fact")
@@ -212,54 +213,3 @@ def rewrite_second_person(sentence: str, name: str) -> str:
         else:
             sentence = pattern.sub(lambda m, r=repl: r.format(n=name), sentence)
     return sentence
-
-
-# --- topic stems ----------------------------------------------------------------------------
-_GENERIC = set(
-    "go goes going went gone get got gets do did does done make made have has had want wanted plan planned "
-    "planning will would really think thought know knew say said tell told take took come came time day days "
-    "week weeks weekend month months year years next last ago yesterday today tomorrow tonight morning evening "
-    "night great good nice fun lot bit little first new old finally also still just thing things way "
-    "asked answered later every honestly anymore actually basically totally seriously probably maybe kind sort "
-    "anyway said".split()
-)
-_TOKEN = re.compile(r"[a-z][a-z'\u2019-]+")
-
-
-def stem(word: str) -> str:
-    """A crude English stem: lower case, common suffixes and a final "e" off, a doubled last
-    consonant undone ("camping" -> "camp", "running" -> "run", "loves" / "loved" -> "lov")."""
-    w = word.lower().replace("\u2019", "'")
-    w = w[:-2] if w.endswith("'s") else w
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("es") and len(w) > 4 and w[:-2].endswith(("s", "x", "z", "ch", "sh")):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
-        w = w[:-1]
-    for suffix in ("ingly", "ing", "edly", "ed", "ly"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
-            break
-    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
-        w = w[:-1]
-    if len(w) > 3 and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
-def topic_stems(text: str, exclude: set[str] | frozenset[str] = frozenset()) -> set[str]:
-    """Stems of the content words of `text`, minus generic verbs, time words, stop words and
-    `exclude` (e.g. the speakers' names, lower-case; possessives count: "Melanie's")."""
-    from ..extraction import STOPWORDS  # the AMU rule extractor's list
-
-    excluded = set(exclude) | {stem(x) for x in exclude}
-    out = set()
-    for tok in _TOKEN.findall(text.lower().replace("\u2019", "'")):
-        tok = tok.removesuffix("'s")
-        if tok in STOPWORDS or tok in _GENERIC or tok in excluded or len(tok) < 3:
-            continue
-        s = stem(tok)
-        if s not in _GENERIC and s not in excluded:
-            out.add(s)
-    return out

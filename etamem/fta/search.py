@@ -35,13 +35,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..extraction import speaker_name, split_sentences, strip_filler, turn_text
-from ..retrieval import amu_search_text
-from ..types import AMU, Answer, Hit, SearchResult, Turn
-from .codec import units_from_json
-from .engine import CARRIED_KEY, PROFILES_KEY, load_units, unit_rows
-from .links import INVERSE, LIFECYCLE
-from .units import (
+from etamem.extraction.extractors import speaker_name, split_sentences, strip_filler, turn_text
+from etamem.fta.builder import CARRIED_KEY, PROFILES_KEY, load_units, unit_rows
+from etamem.fta.codec import units_from_json
+from etamem.fta.links import INVERSE, LIFECYCLE
+from etamem.fta.units import (
     AffectAnchor,
     Draft,
     EvidenceSpan,
@@ -54,6 +52,8 @@ from .units import (
     retrieval_text,
     third_person_sentence,
 )
+from etamem.records import AMU, Answer, Hit, SearchResult, Turn
+from etamem.retrieval import amu_search_text
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
     (an `etamem.filters.UnitFilter`): only the units and provisional turns it lets through are
     pooled, ranked and brought in as neighbours, so `k` hits come back whenever that many match
     (and pass `fta_tau`). The caller holds the space's read lock."""
-    from .retrieval import expand_neighbours, lifecycle_order, query_features, rank
+    from etamem.fta.retrieval import expand_neighbours, lifecycle_order, query_features, rank
 
     space = live.name
     if config.fta_question_only:
@@ -246,8 +246,8 @@ def packet_for(store, space: str, hits: list[Hit], config) -> str:
     """The answer context of `hits`: primary units (provisional hits among them) and linked
     neighbours (oldest first), their source dialogue spans, and the space's longitudinal memory
     (`render_packet`)."""
-    from .packet import render_packet
-    from .profiles import profiles_from_json, render_profiles
+    from etamem.fta.packet import render_packet
+    from etamem.fta.profiles import profiles_from_json, render_profiles
 
     units = load_units(store, space, [h.amu.amu_id for h in hits if h.views != (PROVISIONAL,)])
     prim = [_hit_unit(h.amu) if h.views == (PROVISIONAL,) else units[h.amu.amu_id] for h in hits
@@ -277,8 +277,8 @@ def packet_for(store, space: str, hits: list[Hit], config) -> str:
 def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, when: datetime | None) -> Answer:
     """An LLM answer from the FTA packet of `hits`; without an LLM the best units' sentences (as
     `etamem.answering.compose_answer` does offline)."""
-    from ..answering import compose_answer, usage_delta
-    from .packet import answer_from_packet
+    from etamem.answering import compose_answer, usage_delta
+    from etamem.fta.packet import answer_from_packet
 
     if llm is None:
         primary = [h for h in hits if h.views != ("fta-link",)]

@@ -36,10 +36,10 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ..extraction import content_words, prompt_datetime, speaker_name, turn_text
-from ..llm import LLMError, LLMUnavailable
-from ..prompts_io import load_prompt, render_prompt
-from ..types import Turn
+from etamem.extraction.extractors import content_words, prompt_datetime, speaker_name, turn_text
+from etamem.models.llm import LLMError, LLMUnavailable
+from etamem.models.prompt_files import load_prompt, render_prompt
+from etamem.records import Turn
 
 logger = logging.getLogger(__name__)
 

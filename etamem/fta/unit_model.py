@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, Sequence
 
-from ..timeparse import format_date
-from ..types import POLARITIES, Turn
-from . import rules
-from .segmentation import Segment
+from etamem.fta import rules
+from etamem.fta.segmentation import Segment
+from etamem.ingest.timeparse import format_date
+from etamem.records import POLARITIES, Turn
 
 COMPLETENESS = ("complete", "partial", "pending", "unknown")
 STATUSES = ("partial", "final", "superseded", "contradicted")

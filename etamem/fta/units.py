@@ -32,12 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..types import Turn
-from .llm_units import LLMUnitExtractor, parse_unit_reply
-from .rule_units import RuleUnitExtractor, addressee_at, match_carried, mentions_you, third_person_sentence
-from .rules import CONTENT_TYPES, ORIENTATIONS
-from .segmentation import Segment
-from .unit_model import (
+from etamem.fta.llm_units import LLMUnitExtractor, parse_unit_reply
+from etamem.fta.rule_units import RuleUnitExtractor, addressee_at, match_carried, mentions_you, third_person_sentence
+from etamem.fta.rules import CONTENT_TYPES, ORIENTATIONS
+from etamem.fta.segmentation import Segment
+from etamem.fta.unit_model import (
     CARRIED,
     COMPLETENESS,
     LIFECYCLE_COMPLETENESS,
@@ -61,6 +60,7 @@ from .unit_model import (
     retrieval_text,
     short_summary,
 )
+from etamem.records import Turn
 
 
 # --- carry-over and fusion ---------------------------------------------------------------------

@@ -61,10 +61,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised with the package hidden
     raise ImportError('etamem.integrations.langgraph needs LangGraph: pip install "etamem[langgraph]"') from exc
 
-from ..inputs import validate_space
-from ..store_schema import StoredItem
-from ..types import UnknownIdError, UnknownSpaceError
-from ..updates import versions
+from etamem.facts.revisions import versions
+from etamem.ingest.inputs import validate_space
+from etamem.records import UnknownIdError, UnknownSpaceError
+from etamem.store.schema import StoredItem
 
 __all__ = ["EtamemStore", "TTLNotSupportedError", "namespace_of", "space_of"]
 
@@ -110,7 +110,7 @@ class EtamemStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, memory: Any = None, *, fields: list[str] | None = None, speaker: str = "user"):
-        from ..memory import Memory
+        from etamem.memory import Memory
 
         if isinstance(memory, Memory):
             self.memory, self._owned = memory, False

@@ -38,9 +38,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a process without LlamaIndex
     raise ImportError('etamem.integrations.llamaindex needs LlamaIndex: pip install "etamem[llamaindex]"') from exc
 
-from ..async_memory import AsyncMemory
-from ..inputs import validate_space
-from ..memory import Memory
+from etamem.async_memory import AsyncMemory
+from etamem.ingest.inputs import validate_space
+from etamem.memory import Memory
 
 USER_ROLES = (MessageRole.USER,)
 ASSISTANT_ROLES = (MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL)

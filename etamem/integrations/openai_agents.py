@@ -36,13 +36,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
     raise ImportError('etamem.integrations.openai_agents needs the OpenAI Agents SDK: '
                       'pip install "etamem[openai-agents]"') from exc
 
-from .. import tenancy
-from ..async_memory import AsyncMemory
-from ..inputs import validate_space
-from ..memory import Memory
-from ..messages import message_text
-from ..store_schema import StoredItem
-from ..types import UnknownIdError
+from etamem import tenancy
+from etamem.async_memory import AsyncMemory
+from etamem.ingest.inputs import validate_space
+from etamem.ingest.messages import message_text
+from etamem.memory import Memory
+from etamem.records import UnknownIdError
+from etamem.store.schema import StoredItem
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .backend import resolve_backend
+from etamem.kernels.backend import resolve_backend
 
 
 def _kmeanspp_init(x: np.ndarray, k: int, seed: int) -> np.ndarray:

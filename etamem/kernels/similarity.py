@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import resolve_backend
+from etamem.kernels.backend import resolve_backend
 
 
 def cosine_topk(queries: np.ndarray, keys: np.ndarray, k: int, *, backend: str = "auto",

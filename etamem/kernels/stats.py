@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .backend import resolve_backend
+from etamem.kernels.backend import resolve_backend
 
 
 def softmax_entropy(scores: np.ndarray, temperature: float = 0.05, *, backend: str = "auto") -> float:

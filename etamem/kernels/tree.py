@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import resolve_backend
+from etamem.kernels.backend import resolve_backend
 
 
 def beam_descend(centroids: np.ndarray, child_table: np.ndarray, start: np.ndarray, queries: np.ndarray,

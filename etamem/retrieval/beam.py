@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .lexical import LexicalIndex, minmax
+from etamem.retrieval.lexical import LexicalIndex, minmax
 
 
 @dataclass

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..extraction import turn_text as content_text
-from ..timeparse import format_date
-from ..types import AMU, Hit, Turn
-from .flat import FlatHybridIndex
+from etamem.extraction.extractors import turn_text as content_text
+from etamem.ingest.timeparse import format_date
+from etamem.records import AMU, Hit, Turn
+from etamem.retrieval.flat import FlatHybridIndex
 
 
 def turn_text(turn: Turn) -> str:

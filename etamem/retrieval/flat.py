@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kernels import max_normalise
-from .lexical import LexicalIndex
-from .vector_index import VectorIndex
+from etamem.kernels import max_normalise
+from etamem.retrieval.lexical import LexicalIndex
+from etamem.retrieval.vector_index import VectorIndex
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lexical import LexicalIndex
+from etamem.retrieval.lexical import LexicalIndex
 
 
 class NodeTexts:

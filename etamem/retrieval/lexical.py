@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..npy_files import load_npy
+from etamem.live.npy_files import load_npy
 
 FORMAT = 2  # 2: the stemmer is saved with the index
 STEMMERS = ("english", "none")
@@ -366,7 +366,7 @@ class LexicalIndex:
     @classmethod
     def load(cls, directory: str | os.PathLike, mmap: bool = True) -> LexicalIndex:
         """Read what `save` wrote; with `mmap` arrays of 1 MiB or more are copy-on-write maps (writes
-        never reach the files), smaller ones are read (`etamem.npy_files`)."""
+        never reach the files), smaller ones are read (`etamem.live.npy_files`)."""
         with open(os.path.join(directory, "lexical.json"), encoding="utf-8") as fh:
             meta = json.load(fh)
         if meta.get("format") != FORMAT:

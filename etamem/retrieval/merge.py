@@ -19,10 +19,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..types import AMU
-from .dialogue import DialogueScoring
-from .lexical import minmax
-from .temporal import TimeWindow
+from etamem.records import AMU
+from etamem.retrieval.dialogue import DialogueScoring
+from etamem.retrieval.lexical import minmax
+from etamem.retrieval.temporal import TimeWindow
 
 MERGE_SCORING = ("text", "view", "rrf")
 

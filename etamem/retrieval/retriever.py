@@ -20,17 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..timeparse import format_date
-from ..types import AMU
-from ..views import SpaceViews
-from .beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, contextual
-from .dialogue import DialogueScoring, is_question, named_speakers
-from .index_rows import NodeTexts, Rows
-from .lexical import LexicalIndex, minmax, share_of_ceiling
-from .merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense, with_additions
-from .routing import Routing, route
-from .temporal import TimeWindow, is_when_question, parse_time_window
-from .vector_index import VectorIndex
+from etamem.ingest.timeparse import format_date
+from etamem.records import AMU
+from etamem.retrieval.beam import BeamTrace, ContextFn, HierarchyView, Scored, beam_search, contextual
+from etamem.retrieval.dialogue import DialogueScoring, is_question, named_speakers
+from etamem.retrieval.index_rows import NodeTexts, Rows
+from etamem.retrieval.lexical import LexicalIndex, minmax, share_of_ceiling
+from etamem.retrieval.merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense, with_additions
+from etamem.retrieval.routing import Routing, route
+from etamem.retrieval.temporal import TimeWindow, is_when_question, parse_time_window
+from etamem.retrieval.vector_index import VectorIndex
+from etamem.views import SpaceViews
 
 SEMANTIC = ("event", "affect")
 WIDEN = 4  # a filtered search short of units searches its beams this many times wider

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import softmax_entropy
+from etamem.kernels import softmax_entropy
 
 EPS = 1e-3  # keeps a view with a flat similarity profile in the running
 

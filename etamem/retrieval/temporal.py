@@ -42,7 +42,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
-from etamem.timeparse import _MONTHS
+from etamem.ingest.timeparse import _MONTHS
 
 __all__ = ["TimeWindow", "is_when_question", "parse_time_window"]
 

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..npy_files import load_npy
-from .gpu_index import DEVICES, GpuFlat, use_gpu
+from etamem.live.npy_files import load_npy
+from etamem.retrieval.gpu_index import DEVICES, GpuFlat, use_gpu
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ class VectorIndex:
     @classmethod
     def load(cls, directory, mmap: bool = True) -> VectorIndex:
         """Read an index written by `save`; mmap=True maps vectors.npy read-only (copied on first
-        write) when it holds 1 MiB or more (`etamem.npy_files`)."""
+        write) when it holds 1 MiB or more (`etamem.live.npy_files`)."""
         d = Path(directory)
         meta = json.loads((d / "meta.json").read_text())
         if meta.get("format") != FORMAT:

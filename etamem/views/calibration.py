@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernels import ema, otsu_threshold
+from etamem.kernels import ema, otsu_threshold
 
 
 def _splitmix64(x: int) -> int:

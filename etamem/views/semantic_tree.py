@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import beam_descend
-from .calibration import Calibrator
-from .tree_maintenance import TreeMaintenance, _unit
-from .tree_rows import TreeRows
+from etamem.kernels import beam_descend
+from etamem.views.calibration import Calibrator
+from etamem.views.tree_maintenance import TreeMaintenance, _unit
+from etamem.views.tree_rows import TreeRows
 
 
 class SemanticTree(TreeMaintenance, TreeRows):

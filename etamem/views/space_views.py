@@ -13,11 +13,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..types import AMU
-from .calibration import Calibrator
-from .semantic_tree import SemanticTree
-from .time_forest import TimeForest
-from .validation import check_rows
+from etamem.records import AMU
+from etamem.views.calibration import Calibrator
+from etamem.views.semantic_tree import SemanticTree
+from etamem.views.time_forest import TimeForest
+from etamem.views.validation import check_rows
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class SpaceViews:
 
     def apply(self, states: dict, rows: dict[str, list[dict]], removed: dict[str, list[str]], new: list[AMU],
               text_vecs: np.ndarray, affect_vecs: np.ndarray, gone: list[str]) -> dict[str, tuple[list, list]]:
-        """Bring the views to what another process committed (`etamem.change_log`): `states`
+        """Bring the views to what another process committed (`etamem.live.change_log`): `states`
         (`Store.view_states`), per view the rows of the nodes it changed and the ids of those it
         removed, the units it added (`new`, with (n, d_t) / (n, d_a) vectors) and the ids of those
         it removed (`gone`). Returns the changes for the search indexes (`pop_changes`' second)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..prompts_io import render_prompt
+from etamem.models.prompt_files import render_prompt
 
 log = logging.getLogger(__name__)
 

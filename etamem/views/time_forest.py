@@ -262,7 +262,7 @@ class TimeForest:
 
     def apply_rows(self, state: dict, rows: list[dict], removed: list[str], vectors, texts: dict[str, str],
                    times: dict[str, datetime]) -> None:
-        """Bring the forest to rows another process committed (`etamem.change_log`): its saved
+        """Bring the forest to rows another process committed (`etamem.live.change_log`): its saved
         `state()`, the rows of the nodes it changed, the ids of the nodes it removed, and the
         vectors, texts and times of the units new to it. Units that left go first (`drop_units`)."""
         self.stats = dict(state["stats"])

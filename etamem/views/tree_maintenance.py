@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..kernels import balanced_split, cohesion_from_sum
+from etamem.kernels import balanced_split, cohesion_from_sum
 
 Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
 QUOTES_CAP = 512  # units an LLM summary's record of what it may quote holds; past it: anything

@@ -1,12 +1,12 @@
 """Persistence of a `SemanticTree`: its node rows and state for the store, the tree restored
-from them, and rows another process committed applied in place (`etamem.change_log`). A mixin
+from them, and rows another process committed applied in place (`etamem.live.change_log`). A mixin
 of `etamem.views.semantic_tree.SemanticTree`."""
 from __future__ import annotations
 
 import numpy as np
 
-from .calibration import Calibrator
-from .tree_maintenance import _unit
+from etamem.views.calibration import Calibrator
+from etamem.views.tree_maintenance import _unit
 
 
 class TreeRows:
@@ -99,7 +99,7 @@ class TreeRows:
 
     def apply_rows(self, state: dict, rows: list[dict], removed: list[str], calibrator: Calibrator,
                    new_ids: list[str], new_vecs: np.ndarray, new_texts: list[str]) -> None:
-        """Bring the tree to rows another process committed (`etamem.change_log`): its saved
+        """Bring the tree to rows another process committed (`etamem.live.change_log`): its saved
         `state()`, the rows of the nodes it changed, the ids of the nodes it removed, its
         calibrator, and the units new to this tree (ids, (n, d) vectors, texts) before the rows
         that hold them. Units that left the tree go first (`drop_units`)."""

@@ -15,8 +15,8 @@ import numpy as np
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 from etamem.views.validation import check_rows
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)

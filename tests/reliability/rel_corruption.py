@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from etamem import derived
+from etamem.live import derived
 from rel_common import conversation, fast_memory
 
 QUERIES = ["hiking with my sister", "wonderful garden", "violin last weekend", "tea and coffee"]

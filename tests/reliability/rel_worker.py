@@ -25,7 +25,7 @@ T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
 def source_turns(source: str) -> list[dict]:
     if source == "demo":
         return demo_turns()
-    from etamem.datasets import read_locomo
+    from etamem.ingest.datasets import read_locomo
 
     conv = next(iter(read_locomo(source.split(":", 1)[1])))
     return conv.turns

@@ -8,9 +8,10 @@ import time
 import numpy as np
 
 from conftest import HashingEncoder
-from etamem import Config, Memory, cache_scope
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
+from etamem import Config, Memory
+from etamem.models import cache_scope
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
 from rel_common import conversation
 
 
@@ -86,7 +87,7 @@ def test_a_delete_purges_the_in_process_cache(tmp_path):
 
 
 def test_llm_cache_keys_are_scoped():
-    from etamem.llm import LLMClient
+    from etamem.models.llm import LLMClient
 
     client = LLMClient.__new__(LLMClient)
     client.model = "m"

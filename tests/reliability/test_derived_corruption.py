@@ -22,7 +22,7 @@ def test_a_search_failing_on_freshly_loaded_files_rebuilds_from_the_store(tmp_pa
     """Whatever the checks on load miss: an error while searching indexes just loaded from
     derived files drops them and answers from a rebuild (a warning, never an error); the same
     error on indexes built from the store is raised."""
-    from etamem.retrieval.method import ViewsMethod
+    from etamem.retrieval.views_method import ViewsMethod
     from rel_common import conversation, fast_memory
 
     mem = fast_memory(tmp_path / "s")

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from etamem.cache_scope import key as cache_key
-from etamem.inspect import export_store
+from etamem.inspection.reports import export_store
+from etamem.models.cache_scope import key as cache_key
 from etamem.retrieval import turn_text
 from rel_common import conversation, fast_memory, files_containing, isolation_run, view_problems
 

@@ -11,7 +11,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from etamem.inspect import export_store, subtree
+from etamem.inspection.reports import export_store, subtree
 from etamem.views import VIEWS, tree_maintenance
 from rel_common import files_containing
 from rel_summaries import (

@@ -51,16 +51,16 @@ from hypothesis.errors import HypothesisException, StopTest, UnsatisfiedAssumpti
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
 from etamem.bench.data import load as bench_load
 from etamem.config import parse_overrides
-from etamem.datasets import read_conversations, read_jsonl, read_locomo, read_longmemeval
-from etamem.encoders import CachedEncoder
-from etamem.extraction import ExtractionUnavailable, LLMExtractor, RuleExtractor
-from etamem.inputs import normalise_turns, validate_space
-from etamem.llm import LLMClient, LLMError, LLMJSONError, LLMUnavailable, parse_json_strict
-from etamem.timeparse import YEAR_RANGE
-from etamem.types import Hit, Turn
+from etamem.extraction.extractors import ExtractionUnavailable, LLMExtractor, RuleExtractor
+from etamem.ingest.datasets import read_conversations, read_jsonl, read_locomo, read_longmemeval
+from etamem.ingest.inputs import normalise_turns, validate_space
+from etamem.ingest.timeparse import YEAR_RANGE
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.models.llm import LLMClient, LLMError, LLMJSONError, LLMUnavailable, parse_json_strict
+from etamem.records import Hit, Turn
 
 # --- profiles ----------------------------------------------------------------------------------
 _ENV_EXAMPLES = os.environ.get("ETAMEM_FUZZ_EXAMPLES", "").strip()
@@ -564,7 +564,7 @@ def _loaders(fmt: str):
 
 
 def _ingest_checks(rec, conversations) -> None:
-    """What `etamem ingest` does with loaded conversations before any model runs (etamem/cli.py
+    """What `etamem ingest` does with loaded conversations before any model runs (etamem/cli/commands.py
     cmd_ingest): group each conversation's turns by session_id, validate each session as
     `Memory.add` does. ValueError only."""
     for conv in conversations:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.extraction import RuleExtractor
-from etamem.inputs import normalise_turns, validate_space
+from etamem.extraction.extractors import RuleExtractor
+from etamem.ingest.inputs import normalise_turns, validate_space
+from etamem.models.affect import VaderAffectTagger
 
 REPO = Path(__file__).resolve().parents[2]
 HINTS = typing.get_type_hints(Config)
@@ -102,7 +102,7 @@ def test_config_defaults_are_valid():
 
 # --- CLI ----------------------------------------------------------------------------------
 def _cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "etamem.cli", "-q", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "etamem", "-q", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=120)
 
 

@@ -20,12 +20,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
 from etamem.bench.ablations import CachingExtractor
-from etamem.encoders import CachedEncoder
-from etamem.extraction import LLMExtractor, RuleExtractor
-from etamem.llm import LLMClient, LLMJSONError, LLMUnavailable
-from etamem.types import Turn
+from etamem.extraction.extractors import LLMExtractor, RuleExtractor
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.models.llm import LLMClient, LLMJSONError, LLMUnavailable
+from etamem.records import Turn
 from llm_server import Reply
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
@@ -292,7 +292,7 @@ def test_a_bench_build_with_turns_left_pending_fails_and_is_built_again(chat_ser
     """The benchmark never evaluates a store with pending turns: `build` raises, `is_built` says
     no, and the next build (LLM back) makes it whole."""
     from etamem.bench.data import BenchConversation
-    from etamem.bench.workbench import Workbench
+    from etamem.bench.run_stores import Workbench
 
     ep = chat_server.responder = Endpoint()
     llm = LLMClient("m", base_url=chat_server.base_url, api_key="k", timeout_s=TIMEOUT_S, max_retries=RETRIES,

@@ -21,7 +21,7 @@ import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from etamem import tenancy  # noqa: E402
-from etamem.server import create_app  # noqa: E402
+from etamem.serve.app import create_app  # noqa: E402
 from rel_common import fast_memory  # noqa: E402
 
 ADMIN = "hardening-admin-key-0123456789abcdef"
@@ -46,7 +46,7 @@ def keys(memory):
 @contextlib.contextmanager
 def live_server(app, **settings):
     """The app on a real uvicorn server (the settings `etamem serve` uses) in a thread; yields its port."""
-    from etamem.server_guard import server_config
+    from etamem.serve.guard import server_config
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -252,7 +252,7 @@ def test_nan_and_infinity_are_refused(memory, keys):
 
 
 def test_one_admin_key_rule_for_every_server(memory, monkeypatch, tmp_path):
-    from etamem import mcp_server
+    from etamem.serve import mcp_server
 
     with pytest.raises(ValueError, match="24"):
         create_app(memory, admin_key="ab")

@@ -4,7 +4,7 @@ import hashlib
 import threading
 import time
 
-from etamem.locks import SpaceFileLock
+from etamem.store.locks import SpaceFileLock
 from rel_common import conversation, fast_memory
 
 

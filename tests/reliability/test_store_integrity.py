@@ -19,9 +19,9 @@ import pytest
 
 from conftest import HashingEncoder
 from etamem import Config, Memory
-from etamem.affect import VaderAffectTagger
-from etamem.encoders import CachedEncoder
-from etamem.store import Store
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.store.sqlite import Store
 from rel_common import conversation, fast_memory, view_problems
 
 QUERIES = ["hiking with my sister", "wonderful violin", "What did Ana enjoy last weekend?", "tea and coffee"]
@@ -153,7 +153,7 @@ def test_an_encoder_that_raises_leaves_the_turns_pending(tmp_path):
 
 
 def test_a_failed_checkpoint_keeps_the_store_and_rebuilds_indexes(tmp_path, monkeypatch, caplog):
-    from etamem import derived
+    from etamem.live import derived
 
     root = tmp_path / "s"
     mem = seeded(root)
@@ -287,7 +287,7 @@ def test_a_full_disk_during_ingest_is_a_one_line_error(tmp_path, monkeypatch, ca
     import json as _json
 
     from etamem.cli import main
-    from etamem.store_sql import SqlStore
+    from etamem.store.sql import SqlStore
 
     conv = [{"space": "u", "session_id": f"s{i // 3}", "turn_id": f"t{i}", "speaker": "Ana",
              "text": f"I planted tomatoes number {i} in the garden.", "timestamp": f"2023-05-0{1 + i // 3}T10:0{i % 3}:00"}

@@ -5,7 +5,7 @@ import stat
 import tarfile
 from pathlib import Path
 
-from etamem.store_sql import FORMAT_VERSION
+from etamem.store.sql import FORMAT_VERSION
 from rel_common import conversation, fast_memory
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "store_v4.tar.gz"

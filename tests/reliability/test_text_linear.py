@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from etamem.extraction import is_salient, is_statement, split_sentences, strip_filler
+from etamem.extraction.extractors import is_salient, is_statement, split_sentences, strip_filler
+from etamem.extraction.person_rewrite import rewrite_first_person
 from etamem.fta import profiles
 from etamem.fta.links import _clauses
 from etamem.fta.retrieval import question_form
 from etamem.fta.segmentation import segment_session
 from etamem.fta.units import RuleUnitExtractor
-from etamem.person_rewrite import rewrite_first_person
+from etamem.records import Turn
 from etamem.retrieval.temporal import parse_time_window
-from etamem.types import Turn
 
 N = 50_000
 NOW = datetime(2024, 3, 2, 18, 10, tzinfo=timezone.utc)

@@ -1,0 +1,68 @@
+"""FTA-Mem as a method (`etamem.method.Method`), and its units (`FTAUnits`), which ETAMem's
+views can also search (`units="fta"`)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from etamem.context import render_context
+from etamem.records import Answer, Hit, SearchResult
+from etamem.threads import blas_threads
+
+
+class FTAUnits:
+    """Turns made into FTA units by boundary-aware segmentation, linked to the space's units
+    (`etamem.fta.builder.build_and_link`; the segment of a running session stays pending)."""
+
+    kind = "fta"
+
+    def build(self, engine, live, turns, complete):
+        from etamem.fta.builder import build_and_link
+
+        return build_and_link(engine.fta, engine.store, live, turns, complete, engine.config, engine._timed)
+
+
+class FTAMethod:
+    """FTA-Mem's search (`etamem.fta.search.search_fta`, after the LLM's query rewrite when one
+    is configured: the open session's turns that no unit cites yet are ranked with the units as
+    provisional hits, `views == ("provisional",)`), answers and four-section packet."""
+
+    name = "fta"
+
+    def __init__(self, units):
+        self.units = units
+
+    def check_readable(self, space: str, stored_kind: str | None) -> None:
+        if stored_kind == "amu":
+            raise ValueError(f"space {space!r} holds AMUs, not FTA units: search it with method='etamem'")
+
+    def search(self, engine, query: str, space: str, k: int, when: datetime | None, *,
+               views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool,
+               filters=None) -> SearchResult:
+        from etamem.fta.packet import rewrite_query
+        from etamem.fta.search import prepare_provisional, search_fta
+
+        live = engine._readable_space(space)
+        llm, config = engine.llm, engine.config
+        if config.fta_question_only:  # the paper's question-only baseline: no memory at all
+            return SearchResult([], {"fta": 1.0}, {"fta": k}, {})
+        text = rewrite_query(llm, query, now=when) if llm is not None and config.fta_rewrite else query
+        q_vec = engine._encode_query(text)  # models run outside the space's locks
+        polarity = engine.affect_tagger.tag([query]).polarities[0]
+        provisional = prepare_provisional(engine.store, live.name, engine.affect_tagger, engine._encode_queries,
+                                          anchors=config.fta_anchors)
+        pending = engine.store.count_pending(live.name)
+        with live.rw.read(), blas_threads(config.blas_threads):
+            return search_fta(live, engine.store, text, q_vec, k, config, now=when, polarity=polarity,
+                              trace=trace, pending=pending, provisional=provisional, filters=filters)
+
+    def answer(self, engine, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
+        from etamem.fta.search import answer_fta
+
+        return answer_fta(question, engine.store, space, result.hits, engine.config, engine.llm, when)
+
+    def context(self, engine, space: str, hits: list[Hit], when: datetime | None) -> str:
+        if not hits:
+            return render_context(hits, now=when)
+        from etamem.fta.search import packet_for
+
+        return packet_for(engine.store, space, hits, engine.config)
