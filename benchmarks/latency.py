@@ -86,7 +86,7 @@ def timed_search(mem, q: str, model, space: str, top_k: int) -> tuple[float, flo
 def run_child(n: int, args) -> dict:
     from etamem.config import Config
     from etamem.records import AMU
-    from etamem.retrieval import SpaceIndex
+    from etamem.retrieval import SearchOptions, SpaceIndex
     from etamem.retrieval.flat import FlatHybridIndex
     from etamem.views import SpaceViews
 
@@ -117,13 +117,13 @@ def run_child(n: int, args) -> dict:
     qv = (qv / np.linalg.norm(qv, axis=1, keepdims=True)).astype(np.float32)
     qt = [" ".join(vocab[w] for w in topic[c][rng.integers(0, 8, 3)]) for c in qc]
     for i in range(3):  # warm-up
-        index.search(qt[i], qv[i], qv[i] @ rot, 20, beam=10, beta=0.1)
+        index.search(qt[i], qv[i], qv[i] @ rot, 20, SearchOptions(beam=10, beta=0.1))
         flat.search(qv[i], qt[i], 20, beta=0.1)
     ours, base, ours_cpu, base_cpu = [], [], [], []
     for i in range(args.queries):
         t, c = time.perf_counter(), time.process_time()
-        index.search(qt[i], qv[i], qv[i] @ rot, cfg.top_k, beam=cfg.beam_width, beta=cfg.bm25_weight,
-                     routing_candidates=cfg.routing_candidates)
+        index.search(qt[i], qv[i], qv[i] @ rot, cfg.top_k, SearchOptions(
+            beam=cfg.beam_width, beta=cfg.bm25_weight, routing_candidates=cfg.routing_candidates))
         ours.append(1000 * (time.perf_counter() - t))
         ours_cpu.append(1000 * (time.process_time() - c))
         t, c = time.perf_counter(), time.process_time()

@@ -12,6 +12,7 @@ from etamem.config import Config
 from etamem.records import AMU
 from etamem.retrieval import Scored, SpaceIndex
 from etamem.retrieval.merge import calibrate, calibrated_views, check_scoring, fuse_views, hand_out, view_dense
+from etamem.retrieval.options import SearchOptions
 from etamem.views import SpaceViews
 from helpers import unit
 
@@ -219,12 +220,12 @@ def test_additions_apply_alike_in_every_mode():
 def test_search_takes_the_mode_and_text_is_the_default():
     index, q_text, q_aff = space(seed=0)
     args = ("zebra", q_text, q_aff, 12)
-    kw = dict(beam=len(index.routing["affect"]), beta=BETA, views=("affect",))
-    default = index.search(*args, **kw).ranked
-    assert default == index.search(*args, **kw, merge_scoring="text").ranked
-    view = index.search(*args, **kw, merge_scoring="view").ranked
+    opts = SearchOptions(beam=len(index.routing["affect"]), beta=BETA, views=("affect",))
+    default = index.search(*args, opts).ranked
+    assert default == index.search(*args, opts.replace(merge_scoring="text")).ranked
+    view = index.search(*args, opts.replace(merge_scoring="view")).ranked
     assert view != default and view[0][0] == "aff-best"
-    rrf = index.search(*args, **kw, merge_scoring="rrf").ranked
+    rrf = index.search(*args, opts.replace(merge_scoring="rrf")).ranked
     assert [s for _, s, _ in rrf] == sorted((s for _, s, _ in rrf), reverse=True)
     with pytest.raises(ValueError, match="merge_scoring"):
-        index.search(*args, **kw, merge_scoring="affect")
+        index.search(*args, opts.replace(merge_scoring="affect"))

@@ -14,6 +14,7 @@ from etamem import Config, Memory
 from etamem.models.affect import VaderAffectTagger
 from etamem.models.encoders import CachedEncoder
 from etamem.retrieval import SpaceIndex
+from etamem.retrieval.options import SearchOptions
 
 WORDS = ("cat dog garden hiking guitar painting nurse job Lyon Paris boat sailing concert museum recipe cake "
          "running marathon book novel school teacher camping lake mountain bike train trip sister brother "
@@ -74,8 +75,8 @@ def test_incremental_indexes_equal_a_rebuild_of_the_same_store(hashing_encoder, 
                          live.index.affect_vecs[[live.index.row_of[a.amu_id] for a in live.index.amus]])
     q = hashing_encoder.encode(["cat garden"])[0]
     qa = mem.affect_tagger.tag(["cat garden"]).embeddings[0]
-    a = live.index.search("cat garden", q, qa, 20, beam=10, beta=0.1).ranked
-    b = rebuilt.search("cat garden", q, qa, 20, beam=10, beta=0.1).ranked
+    a = live.index.search("cat garden", q, qa, 20, SearchOptions(beam=10, beta=0.1)).ranked
+    b = rebuilt.search("cat garden", q, qa, 20, SearchOptions(beam=10, beta=0.1)).ranked
     assert [(k, v) for k, _, v in a] == [(k, v) for k, _, v in b]
     np.testing.assert_allclose([s for _, s, _ in a], [s for _, s, _ in b], rtol=0, atol=1e-6)
     # the dialogue maps kept in step by every write (source turn -> units, speakers, question flags)

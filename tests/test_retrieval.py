@@ -7,6 +7,7 @@ import pytest
 from etamem.config import Config
 from etamem.records import AMU
 from etamem.retrieval import LexicalIndex, SpaceIndex, beam_search, largest_remainder, minmax, route
+from etamem.retrieval.options import SearchOptions
 from etamem.views import SpaceViews
 from helpers import unit
 
@@ -190,7 +191,7 @@ def test_search_merges_views_and_reports_routing():
     views, amus, tv, av = build_views(seed=6)
     index = SpaceIndex(views, amus, tv, av)
     q = index.text_vecs[5]
-    res = index.search("cat topic2", q, index.affect_vecs[5], 20, beam=10, beta=0.1, trace=True)
+    res = index.search("cat topic2", q, index.affect_vecs[5], 20, SearchOptions(beam=10, beta=0.1), trace=True)
     assert sum(res.routing.budgets.values()) == 20
     keys = [r[0] for r in res.ranked]
     assert len(keys) == len(set(keys)) and 0 < len(keys) <= 20
@@ -200,7 +201,7 @@ def test_search_merges_views_and_reports_routing():
     by_view = {v: {k for k, _ in t.found} for v, t in res.traces.items()}
     for key, _, found_in in res.ranked:
         assert set(found_in) == {v for v, ks in by_view.items() if key in ks}
-    only_event = index.search("cat", q, q, 10, beam=10, beta=0.1, views=("event",))
+    only_event = index.search("cat", q, q, 10, SearchOptions(beam=10, beta=0.1, views=("event",)))
     assert all(v == ("event",) for _, _, v in only_event.ranked)
 
 

@@ -13,6 +13,7 @@ from etamem.models.encoders import CachedEncoder
 from etamem.records import Turn
 from etamem.retrieval import LexicalIndex, SpaceIndex, TurnIndex
 from etamem.retrieval.lexical import K1, share_of_ceiling
+from etamem.retrieval.options import SearchOptions
 from etamem.retrieval.space_search import turn_context
 from helpers import unit
 from test_retrieval import build_views
@@ -43,11 +44,11 @@ def test_flat_candidates_bring_back_what_a_narrow_beam_pruned():
     for _ in range(40):
         q = unit(rng.standard_normal(16))
         best = index.exact_candidates(q, 1)[0].key  # the unit nearest the query
-        narrow = index.search("x", q, q, 5, beam=1, beta=0.0, views=("event",))
+        narrow = index.search("x", q, q, 5, SearchOptions(beam=1, beta=0.0, views=("event",)))
         if best in [r[0] for r in narrow.ranked]:
             continue
         missed += 1
-        rescued = index.search("x", q, q, 5, beam=1, beta=0.0, views=("event",), flat=5)
+        rescued = index.search("x", q, q, 5, SearchOptions(beam=1, beta=0.0, views=("event",), flat=5))
         ranked = {r[0]: r[2] for r in rescued.ranked}
         assert best in ranked and "flat" in ranked[best]
     assert missed  # the beam of width 1 did prune some nearest units (else the test shows nothing)
@@ -129,7 +130,7 @@ def test_ceiling_norm_in_the_merge_matches_the_formula():
     views, amus, tv, av = build_views(seed=6)
     index = SpaceIndex(views, amus, tv, av)
     q = index.text_vecs[5]
-    res = index.search("cat dog", q, index.affect_vecs[5], 20, beam=10, beta=0.5, lexical="ceiling")
+    res = index.search("cat dog", q, index.affect_vecs[5], 20, SearchOptions(beam=10, beta=0.5, lexical="ceiling"))
     q_ids = index.amu_lex.query_ids("cat dog")
     ceiling = index.amu_lex.ceiling(q_ids)
     for key, score, _ in res.ranked:
@@ -137,7 +138,7 @@ def test_ceiling_norm_in_the_merge_matches_the_formula():
         bm = float(index.amu_lex.scores_for([row], q_ids)[0])
         assert score == pytest.approx(0.5 * float(index.text_vecs[row] @ q) + 0.5 * min(1.0, bm / ceiling), abs=1e-5)
     with pytest.raises(ValueError, match="lexical"):
-        index.search("cat", q, q, 5, beam=10, beta=0.5, lexical="zscore")
+        index.search("cat", q, q, 5, SearchOptions(beam=10, beta=0.5, lexical="zscore"))
 
 
 def test_turn_diverse_puts_repeats_of_a_turn_after_the_first_hits():

@@ -31,6 +31,7 @@ from etamem.facts.current_first import in_store
 from etamem.ingest.timeparse import parse_timestamp
 from etamem.records import SearchResult
 from etamem.retrieval import RetrievalResult, Scored, SpaceIndex, query_vector, route, search_space
+from etamem.retrieval.options import SearchOptions
 from etamem.retrieval.retriever import top_similarities
 from etamem.retrieval.temporal import is_when_question, parse_time_window
 
@@ -50,44 +51,40 @@ class SplitIndex:
         self.amu_of = base.amu_of
         self.units_of_turn = base.units_of_turn  # for `search.reply_finder`
 
-    def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
-               routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
-               views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
-               routing_candidates: int = 256, trace: bool = False, context=None,
-               context_share: float = 0.0, dialogue=None, flat: int = 0, lexical: str = "minmax",
-               flat_exact_max: int = 20_000, allowed=None, complete: int = 0, merge_scoring: str = "text",
-               rrf_k: float = 10, context_rows: int = 16384) -> RetrievalResult:
-        """Route `k` across `views`, search each in its store, merge on the base store's scale
-        (`context`, `context_share`, `dialogue`, `flat`, `lexical`: as in `SpaceIndex.search`; the
+    def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
+               options: SearchOptions | None = None, *, now: datetime | None = None, trace: bool = False,
+               context=None, dialogue=None, allowed=None, complete: int = 0) -> RetrievalResult:
+        """Route `k` across the options' `views`, search each in its store, merge on the base store's
+        scale (`options`, `context`, `dialogue`: as in `SpaceIndex.search`; the
         exact candidates come from the base store's text vectors; `merge_scoring`, `rrf_k`: as there,
         the Event view's similarity being affective here). Filters (`allowed`, `complete`)
         are not supported by these ablation systems: ValueError."""
         if allowed is not None or complete:
             raise ValueError("filters: the bench's split-store systems search without filters")
+        o = options or SearchOptions()
+        views, beta, lexical, flat = o.views, o.beta, o.lexical, o.flat
         source = {v: self.semantic if v in SEMANTIC_VIEWS else self.base for v in views}
         qv = {v: q_affect if v in SEMANTIC_VIEWS else q_text for v in views}
-        sims = {v: top_similarities(source[v].routing[v], qv[v], top=routing_candidates) for v in views}
-        plan = route(sims, k, mode=routing, temperature=temperature)
+        sims = {v: top_similarities(source[v].routing[v], qv[v], top=o.routing_candidates) for v in views}
+        plan = route(sims, k, mode=o.routing, temperature=o.temperature)
         found: dict[str, list[Scored]] = {}
         for v in views:
             budget = plan.budgets.get(v, 0)
             if not budget:
                 found[v] = []
                 continue
-            one = source[v].search(query, qv[v], q_affect, budget, beam=beam, beta=beta, routing=routing,
-                                   temperature=temperature, now=now, views=(v,), time_boost=time_boost,
-                                   routing_candidates=routing_candidates, context=context,
-                                   context_share=context_share, lexical=lexical, context_rows=context_rows)
+            one = source[v].search(query, qv[v], q_affect, budget, o.replace(views=(v,), flat=0, merge_scoring="text"),
+                                   now=now, context=context)
             found[v] = [Scored(key, score, 0.0, 0.0) for key, score, _ in one.ranked]
         if flat > 0:
-            found["flat"] = self.base.flat_candidates(q_text, flat, flat_exact_max)
+            found["flat"] = self.base.flat_candidates(q_text, flat, o.flat_exact_max)
         found = self.base.with_replies(found, dialogue)
         window = parse_time_window(query, now)
         q_ids = self.base.amu_lex.query_ids(query)
         norm = self.base.lexical_normaliser(lexical, self.base.amu_lex, q_ids)
-        ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), time_boost, context,
-                                  context_share, dialogue, norm, q_affect=q_affect, scoring=merge_scoring,
-                                  rrf_k=rrf_k, keyed_by={"event": "affect"})
+        ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), o.time_boost, context,
+                                  o.context_share, dialogue, norm, q_affect=q_affect, scoring=o.merge_scoring,
+                                  rrf_k=o.rrf_k, keyed_by={"event": "affect"})
         return RetrievalResult(ranked, plan, window)
 
 

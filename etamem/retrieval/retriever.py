@@ -27,6 +27,7 @@ from etamem.retrieval.dialogue import DialogueScoring, is_question, named_speake
 from etamem.retrieval.index_rows import NodeTexts, Rows
 from etamem.retrieval.lexical import LexicalIndex, minmax, share_of_ceiling
 from etamem.retrieval.merge import calibrated_views, check_scoring, fuse_views, hand_out, view_dense, with_additions
+from etamem.retrieval.options import SearchOptions
 from etamem.retrieval.routing import Routing, route
 from etamem.retrieval.temporal import TimeWindow, is_when_question, parse_time_window
 from etamem.retrieval.vector_index import VectorIndex
@@ -355,16 +356,13 @@ class SpaceIndex:
             amu_ids=lambda rows: [self.ids[r] for r in rows], node_lex=nt.lex, amu_lex=self.amu_lex)
 
     # --- query ------------------------------------------------------------------------------
-    def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int, *, beam: int, beta: float,
-               routing: str = "entropy", temperature: float = 0.05, now: datetime | None = None,
-               views: tuple[str, ...] = ("event", "affect", "time"), time_boost: float = 0.1,
-               routing_candidates: int = 256, trace: bool = False, context: ContextFn | None = None,
-               context_share: float = 0.0, dialogue: DialogueScoring | None = None,
-               flat: int = 0, lexical: str = "minmax", flat_exact_max: int = 20_000,
-               allowed: np.ndarray | None = None, complete: int = 0, merge_scoring: str = "text",
-               rrf_k: float = 10, context_rows: int = 16384) -> RetrievalResult:
-        """Route `k` across `views` (entropy over each view's `routing_candidates` best leaves),
-        beam-search each, merge, re-score and rank. `context` / `context_share`: AMUs are scored
+    def search(self, query: str, q_text: np.ndarray, q_affect: np.ndarray, k: int,
+               options: SearchOptions | None = None, *, now: datetime | None = None, trace: bool = False,
+               context: ContextFn | None = None, dialogue: DialogueScoring | None = None,
+               allowed: np.ndarray | None = None, complete: int = 0) -> RetrievalResult:
+        """Route `k` across the options' `views` (entropy over each view's `routing_candidates`
+        best leaves), beam-search each, merge, re-score and rank (`options`: the knobs,
+        `etamem.retrieval.options.SearchOptions`; None: its defaults). `context` / `context_share`: AMUs are scored
         with their source turns in context (`beam.contextual`), in the beams and the merge.
         `dialogue`: the replies to the questions a view found join that view's hits, and the
         merge applies its question penalty and speaker boost (`dialogue.DialogueScoring`).
@@ -382,15 +380,17 @@ class SpaceIndex:
 
         `merge_scoring`: how the merge scores the union ("text" | "view" | "rrf", with `rrf_k`
         the fusion constant of "rrf"; `etamem.retrieval.merge`)."""
-        check_scoring(merge_scoring)
+        o = options or SearchOptions()
+        views, flat, beta = o.views, o.flat, o.beta
+        check_scoring(o.merge_scoring)
         window = parse_time_window(query, now)
         qv = {"event": q_text, "affect": q_affect, "time": q_text}
-        sims = {v: top_similarities(self.routing[v], qv[v], top=routing_candidates) for v in views}
-        plan = route(sims, k, mode=routing, temperature=temperature)
+        sims = {v: top_similarities(self.routing[v], qv[v], top=o.routing_candidates) for v in views}
+        plan = route(sims, k, mode=o.routing, temperature=o.temperature)
         q_nodes = {v: self.hierarchies[v].node_lex.query_ids(query) for v in views}
         q_amus = self.amu_lex.query_ids(query)
-        norms = {v: self.lexical_normaliser(lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
-        amu_norm = self.lexical_normaliser(lexical, self.amu_lex, q_amus)
+        norms = {v: self.lexical_normaliser(o.lexical, self.hierarchies[v].node_lex, q_nodes[v]) for v in views}
+        amu_norm = self.lexical_normaliser(o.lexical, self.amu_lex, q_amus)
         forest = self.views.time
         traces: dict[str, ViewTrace] = {}
 
@@ -408,28 +408,29 @@ class SpaceIndex:
                         r for r in m(n) if allowed[r]]})
                 bt = BeamTrace() if trace else None
                 found[v] = beam_search(h, qv[v], q_nodes[v], q_amus, beam=width, k=plan.budgets.get(v, 0),
-                                       beta=beta, trace=bt, context=context, context_share=context_share,
-                                       node_norm=norms[v], amu_norm=amu_norm, context_rows=context_rows) \
+                                       beta=beta, trace=bt, context=context, context_share=o.context_share,
+                                       node_norm=norms[v], amu_norm=amu_norm, context_rows=o.context_rows) \
                     if plan.budgets.get(v, 0) else []
                 if trace:
                     traces[v] = ViewTrace(plan.entropies.get(v), plan.budgets.get(v, 0), plan.weights.get(v, 0.0),
                                           bt or BeamTrace(), [(s.key, s.score) for s in found[v]])
             if flat > 0:
-                found["flat"] = self.flat_candidates(q_text, flat, flat_exact_max, allowed=allowed)
+                found["flat"] = self.flat_candidates(q_text, flat, o.flat_exact_max, allowed=allowed)
             found = self.with_replies(found, dialogue)
             if allowed is not None:  # replies of allowed units may not be allowed
                 found = {v: [s for s in hits if allowed[self.row_of[s.key]]] for v, hits in found.items()}
             return found
 
-        found = beams(beam)
+        found = beams(o.beam)
         if allowed is not None and complete > 0 and _distinct(found) < complete:
-            found = beams(beam * WIDEN)  # widen: the allowed units may sit in leaves the beam pruned
+            found = beams(o.beam * WIDEN)  # widen: the allowed units may sit in leaves the beam pruned
             if _distinct(found) < complete:  # complete from an exact scan over the allowed units
                 have = {s.key for hits in found.values() for s in hits}
                 found["flat"] = found.get("flat", []) + [
                     s for s in self.exact_hybrid(q_text, q_amus, complete, allowed, beta) if s.key not in have]
-        ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), time_boost, context,
-                             context_share, dialogue, amu_norm, q_affect=q_affect, scoring=merge_scoring, rrf_k=rrf_k)
+        ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), o.time_boost, context,
+                             o.context_share, dialogue, amu_norm, q_affect=q_affect, scoring=o.merge_scoring,
+                             rrf_k=o.rrf_k)
         return RetrievalResult(ranked, plan, window, traces)
 
     @staticmethod

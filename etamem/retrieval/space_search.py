@@ -11,6 +11,7 @@ from etamem.records import Hit, SearchResult
 from etamem.retrieval.dialogue import DialogueScoring, RepliesFn
 from etamem.retrieval.fallback import TurnIndex, confidence, with_fallback
 from etamem.retrieval.lexical import share_of_ceiling
+from etamem.retrieval.options import SearchOptions
 from etamem.retrieval.retriever import SpaceIndex
 
 
@@ -112,14 +113,10 @@ def search_space(index: SpaceIndex, turns: TurnIndex, query: str, q_text: np.nda
         allowed = filters.slot_mask(index.ids, index.amu_of, turns.turn)
         turn_allowed = filters.turn_mask(turns.turns)
         complete = min(budget, int(allowed.sum()))  # the budget, not k: a smaller k stays a prefix
-    result = index.search(query, q_text, q_affect, budget, beam=cfg.beam_width, beta=cfg.bm25_weight,
-                          routing=routing or cfg.routing, temperature=cfg.routing_temperature, now=now,
-                          views=views, time_boost=cfg.time_boost, routing_candidates=cfg.routing_candidates,
-                          trace=trace, context=turn_context(index, turns, query, q_text, cfg),
-                          context_share=cfg.context_share, dialogue=dialogue_scoring(index, turns, named, cfg),
-                          flat=cfg.flat_candidates, lexical=cfg.bm25_norm,
-                          flat_exact_max=cfg.flat_exact_max, allowed=allowed, complete=complete,
-                          merge_scoring=cfg.merge_scoring, rrf_k=cfg.rrf_k, context_rows=cfg.context_max_rows)
+    options = SearchOptions.from_config(cfg, views=views, routing=routing)
+    result = index.search(query, q_text, q_affect, budget, options, now=now, trace=trace,
+                          context=turn_context(index, turns, query, q_text, cfg),
+                          dialogue=dialogue_scoring(index, turns, named, cfg), allowed=allowed, complete=complete)
     amu_of = index.amu_of
     hits = [Hit(amu=amu_of[a], score=s, views=v, source_turn_ids=amu_of[a].source_turn_ids)
             for a, s, v in result.ranked]
