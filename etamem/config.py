@@ -22,6 +22,237 @@ MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.ingest
 
 @dataclass
 class Config:
+    """Every setting of a `Memory`, with its default (see docs/design.md and docs/presets.md).
+
+    Build one with keywords (`Config(top_k=10)`), from a dict (`from_dict`), from a named
+    preset (`preset`), or from another (`replace`); `from_dict` and `replace` check every value's
+    type and range (`validate`). The LLM endpoint settings left unset are read from the
+    environment (`ETAMEM_LLM_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`). The fields, by part:
+
+    **Preset** (etamem/presets.py, docs/presets.md).
+
+    Attributes:
+        preset_name: The preset these values started from: "default" (the project's best) or
+            "paper" (the seed's method; `Config.preset("paper", method="fta")` for FTA-Mem). A
+            store records the preset that built it; opening it under another logs a warning.
+
+    **Text encoder** (the Event view, queries, raw turns).
+
+    Attributes:
+        text_encoder: "minilm" (all-MiniLM-L6-v2, offline), "minilm-int8" (the same with int8
+            weights on ONNX Runtime: the `onnx` extra, CPU, its own model identity), "mpnet"
+            (all-mpnet-base-v2, 768 dims, ~8x slower, from `mpnet_dir`), any sentence-transformers
+            id or local path, or `"openai:<model>"` for an OpenAI-compatible embeddings endpoint.
+        mpnet_dir: With `text_encoder="mpnet"`: the assembled model's directory (None:
+            `$ETAMEM_MPNET_DIR`).
+        embedding_batch_size: Texts encoded per batch.
+        embedding_cache_size: In-process LRU entries of text vectors, on top of the store's cache.
+        shared_caches: Key the vector and LLM caches by text alone, shared by every space
+            (benchmarks that reuse sessions across spaces); off: keyed by space too, no space reads
+            another's entries.
+        device: Where the models run: "auto", "cpu" or "cuda".
+
+    **Affect tagger.**
+
+    Attributes:
+        affect_backend: "auto" (RoBERTa when its weights are present locally, else VADER, with one
+            log line), "roberta" or "vader".
+        affect_model: The RoBERTa sentiment model id.
+        allow_model_download: Let transformers fetch `affect_model` from the hub.
+        affect_batch_size: Texts tagged per batch.
+        vader_threshold: VADER: |compound| at or above it is positive / negative.
+        vader_profile_weight: Share of the VADER profile in the fallback affect embedding (0..1).
+
+    **LLM** (extraction, summaries, answers, judge).
+
+    Attributes:
+        llm_model: The model name (None: `$ETAMEM_LLM_MODEL`, else no LLM, the embedded default).
+        llm_base_url: The OpenAI-compatible endpoint (None: `$OPENAI_BASE_URL`).
+        llm_api_key: Its key (None: `$OPENAI_API_KEY`).
+        llm_temperature: Sampling temperature of the calls (FTA-Mem's construction calls use
+            `fta_construction_temperature`).
+        llm_max_tokens: Most tokens per reply.
+        llm_timeout_s: Seconds per request (> 0).
+        llm_max_retries: Retries of a failed request.
+        llm_backoff_s: First backoff between retries, in seconds; doubles per retry.
+        llm_backoff_max_s: The backoff's cap, in seconds.
+        llm_cache_path: The LLM reply cache (None: `<store dir>/llm_cache.sqlite`; an in-memory
+            store has no cache).
+
+    **Extraction.**
+
+    Attributes:
+        extractor: "auto" (the LLM extractor when an LLM is configured, else rules), "rule" or
+            "llm".
+        extraction_style: "locomo" or "longmemeval".
+        min_amu_words: Rule extractor: shorter sentences are filler unless salient or a statement.
+        short_statements: Rule extractor: keep short statements about the speaker ("I'm vegan.").
+        resolve_dates: Rule extractor: "yesterday" -> "yesterday (7 May 2023)" from the turn's time.
+
+    **Facts that change** (`etamem.facts.supersession`, `etamem.facts.current_first`).
+
+    Attributes:
+        supersession: How `supersedes` links are found: "auto" (the LLM when configured, else
+            rules), "rules", "llm" or "off".
+        supersession_floor: Below this cosine only a replacement word within one exclusive
+            attribute links two facts.
+        supersession_slots: Rules also link two facts of one exclusive attribute slot
+            (`etamem.facts.slots`).
+        current_first: Search ranks a superseded unit right after what replaced it.
+
+    **Time.**
+
+    Attributes:
+        default_timezone: Applied to naive timestamps: "UTC" or an IANA name ("Europe/Paris").
+
+    **Semantic trees** (docs/design.md, 'Semantic trees' and 'Calibration').
+
+    Attributes:
+        b_max: Most children of a node after maintenance.
+        m_max_init: Leaf capacity before calibration.
+        m_max_bounds: (low, high): the calibrated leaf capacity stays inside these bounds
+            (2 * m_min <= low <= m_max_init <= high).
+        m_min: Smaller leaves merge into their most similar sibling.
+        b_ins: Insertion beam width.
+        insert_top_width: Insertion scores every node of the widest top level with at most this
+            many nodes (0: the beam starts at the root's children).
+        insert_batch: AMUs per tree insertion batch, one descent each (0: all AMUs of one `add`;
+            1: one by one).
+        tau_new_init: Warm-up: open a new leaf below this similarity.
+        tau_coh_init: Warm-up: split a leaf whose cohesion is lower.
+        tau_merge_init: Warm-up: merge sibling leaves whose centroids are closer.
+        summary_delta: Refresh a node's summary after this many changes below it.
+        summary_reps: Extractive summary: member texts nearest the centroid.
+        calibration_reservoir: Observations kept for calibration (reservoir size).
+        calibration_min_obs: Warm-up: observations needed before thresholds move.
+        calibration_low_pct: Percentile of the high-similarity class that gives `tau_new`'s target
+            (0..100).
+        calibration_high_pct: Percentile that gives `tau_merge`'s target (0..100, at least the low
+            one).
+        calibration_ema_alpha: Weight of the exponential moving average that smooths every
+            calibration update (0..1).
+        calibration_pair_samples: Within-leaf / sibling pairs sampled per maintenance.
+        seed: Seed of everything random (k-means, reservoir sampling).
+
+    **Retrieval** (docs/design.md, 'Query path'; docs/benchmarks.md, 'Beyond LoCoMo').
+
+    Attributes:
+        top_k: Hits of `search` / `retrieve` / `answer` when the call does not say.
+        route_budget: Units routed across the views and searched per query; `search(top_k=k)` is a
+            prefix of `search(top_k=K)` for k < K <= route_budget.
+        beam_width: Beam search width.
+        bm25_stemmer: BM25 tokens stemmed ("english": Snowball English, PyStemmer) or "none"
+            (other languages).
+        bm25_weight: beta in (1 - beta) * cos + beta * BM25n (0..1; the paper: 0.1).
+        routing: How `top_k` is shared across the views: "entropy" or "mean".
+        routing_temperature: Temperature of the entropy routing (> 0).
+        routing_candidates: Entropy over this many best leaves per view (all, if fewer).
+        routing_exact_max: Leaf indexes above this size use HNSW instead of exact search.
+        raw_exact_max: The raw turns' dense index is exact up to this many turns, HNSW above (0:
+            always exact).
+        blas_threads: BLAS threads for the engine's own products (0: leave BLAS alone; see
+            etamem/threads.py).
+        flat_candidates: The best units of one exact cosine search over every unit that join the
+            views' candidates, so what the hierarchy pruned can still be ranked (0: the beams' only).
+        flat_exact_max: Above this many units the flat candidates come from the best leaves
+            (logarithmic).
+        turn_diverse: Hits citing a turn a better hit cited already go after the others.
+        bm25_norm: BM25 put on [0, 1] by "minmax" over the candidates or by "ceiling" (the share of
+            the query's BM25 ceiling).
+        candidate_pool: Flat search: candidates taken from each index before re-scoring.
+        fallback_confidence: The raw-turn fallback's confidence: "score" (the best hit's score) or
+            "agreement" (share of the hits' top `fallback_agreement_k` source turns that the raw-turn
+            index also ranks in its top `fallback_agreement_k`).
+        fallback_threshold: Confidence below this brings in raw turns (1.0: always, unless the
+            views and the raw turns agree fully).
+        fallback_agreement_k: Turns compared by the "agreement" confidence.
+        fallback_turns: Raw turns the fallback brings in.
+        fallback_fusion: "rrf" (reciprocal-rank fusion) or "score" (uncovered turns added by score).
+        rrf_k: Reciprocal-rank fusion constant.
+        merge_scoring: How the merge scores the views' candidates: "text" (every unit by its text
+            cosine), "view" (by the similarity of the view that found it, mapped onto text cosine's
+            scale) or "rrf" (reciprocal-rank fusion of the views' rankings).
+        time_boost: Score bonus inside a parsed time window.
+        context_share: Share of a unit's dense and BM25 scores that comes from its source turn in
+            context (0: the unit's own text only, the paper's scoring).
+        context_prev: Weight of the previous turn of the session in that context.
+        context_next: Weight of the next turn.
+        context_lexical_prev: Weight of the previous turn in the BM25 part of that context.
+        context_impute: A neighbour that does not exist counts as the turn itself.
+        long_turn_words: A unit's own share shrinks as its source turn outgrows this many words
+            (0: off).
+        context_max_rows: Leaves holding more AMUs than this have only their best this-many scored
+            in context.
+        query_name_mix: The query's text vector mixes the query without the speakers' names and as
+            asked, this much of the former (0: as asked).
+        question_penalty: Score lost by units that are questions.
+        follow_replies: The reply turn of a question the views found joins the candidates.
+        speaker_boost: Score gained by units spoken by the one speaker a question names.
+        self_boost: Score gained, on top, when the unit's text names that speaker.
+
+    **Method** (docs/design.md, 'FTA-Mem').
+
+    Attributes:
+        method: "etamem" (units in the Event / Affect / Time views, entropy-routed beam search) or
+            "fta" (FTA-Mem: units scored R = fta_lambda * cos + (1 - fta_lambda) * cue).
+        units: What a write builds: "auto" (amu for etamem, fta for fta), "amu" or "fta".
+        fta_segmentation: "bws" (the paper's Algorithm 1), "fixed-detect" (the detector on fixed
+            windows of W, no provisional carry), "fixed" (plain windows), "session" or "turn-pair".
+        fta_window: BWS window W, in turns.
+        fta_detector: Boundary detector: "auto" (the LLM when one is configured), "offline" or
+            "llm".
+        fta_qa_veto: Whose cuts may not separate a question from its reply: "offline", "all" or
+            "none".
+        fta_links: Relation links between units, with their lifecycle.
+        fta_link_top: Older units classified per new unit.
+        fta_link_floor: The cosine to the new unit an older one needs (at or above) to be
+            classified.
+        fta_link_candidates: Link candidates: "similarity" (the nearest older units by embedding)
+            or "shared-participant".
+        fta_lambda: lambda in R = lambda * cos + (1 - lambda) * cue.
+        fta_tau: Units with R below this are not retrieved.
+        fta_cue: False: R = cos (the plain-embedding ablation).
+        fta_bm25_weight: beta in S = (1 - beta) * R + beta * BM25 (0: the paper's R).
+        fta_neighbours: Each hit brings its most confident linked neighbour.
+        fta_neighbour_order: Where a neighbour goes: "after-hit" (right after the hit that brought
+            it) or "appended" (after every hit).
+        fta_packet: The answer context: "sections" (the paper's four) or "flat" (a unit list).
+        fta_auxiliary: The packet's auxiliary longitudinal memory (False: the paper's Table 8
+            ablation).
+        fta_rewrite: LLM query rewrite before retrieval (no LLM: the query as is).
+        fta_anchors: What a unit is represented by: "all", "no-time", "no-affect" or "fact-only"
+            (the paper's Fig. 3 ablations); a store is built for one value.
+        fta_question_only: The question-only baseline: nothing is retrieved, the answer model sees
+            an empty packet.
+        fta_construction_temperature: LLM temperature of the construction calls (boundaries,
+            units, links); 0 repeats a build exactly.
+
+    **Answering.**
+
+    Attributes:
+        answer_style: "locomo" or "longmemeval".
+        answer_evidence_sentences: Without an LLM: sentences returned as the answer.
+        context_top_k: Memories in `Memory.context` (the prompt-ready packet) unless `top_k` says.
+
+    **Input limits, residency, chat input** (etamem/ingest/inputs.py, etamem/live/residency.py).
+
+    Attributes:
+        max_turn_chars: Longest turn text (and query) `Memory.add` accepts, in characters (also
+            the limit on a turn's `extra` as JSON); a longer turn raises ValueError, nothing stored.
+        max_live_spaces: Live spaces a process keeps in memory; past it, the least recently used
+            space not in use is dropped after its indexes are saved (0: no bound).
+        max_live_bytes: Bound on the estimated bytes of the live spaces' arrays (0: none).
+        follow_changes: A live space applies another process's writes from the store's change log
+            instead of opening again.
+        index_device: Where the large exact vector indexes search: "auto" (FAISS-GPU once an index
+            holds `gpu_min_rows` rows, when FAISS has GPU support and sees a GPU), "cpu" or "gpu"
+            (required: ImportError naming the extra without one).
+        gpu_min_rows: Rows an index needs before "auto" puts it on the GPU.
+        session_gap_minutes: A turn given without a session id joins the space's open session
+            unless this many minutes of silence lie before it.
+        keep_system_messages: Store chat messages of role system / developer (else skipped).
+    """
+
     # --- preset (etamem/presets.py, docs/presets.md) ------------------------------------
     # the preset these values started from: "default" (the project's best) or "paper" (the seed's
     # method; `Config.preset("paper", method="fta")` for FTA-Mem). A store records the preset that
@@ -260,7 +491,17 @@ class Config:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> "Config":
-        """Build a Config from a mapping; unknown keys raise ValueError naming them."""
+        """Build a Config from a mapping, checked by `validate`.
+
+        Args:
+            values: Field names to values (missing ones keep their defaults); None: all defaults.
+
+        Returns:
+            The Config.
+
+        Raises:
+            ValueError: An unknown key (naming them), or a value of the wrong type or out of range.
+        """
         values = dict(values or {})
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(shown(k) if not isinstance(k, str) else k for k in set(values) - known)
@@ -273,24 +514,58 @@ class Config:
     @classmethod
     def preset(cls, name: str = "default", method: str | None = None, *, dataset: str | None = None,
                **changes: Any) -> "Config":
-        """The Config of a named preset (etamem/presets.py): "default" or "paper"; `method` "etamem"
-        (default) or "fta"; `dataset` picks FTA-Mem's K as its paper does ("locomo": 25, else 10);
-        `changes` on top, e.g. `Config.preset("paper", top_k=10)`."""
+        """The Config of a named preset (etamem/presets.py, docs/presets.md).
+
+        Args:
+            name: "default" (the project's best; the default) or "paper" (the seed's method).
+            method: "etamem" (None, the default: etamem) or "fta" (FTA-Mem).
+            dataset: With `name="paper"` and `method="fta"`: FTA-Mem's K (`top_k`, `context_top_k`)
+                as its paper sets it per dataset ("locomo": 25, else 10); keyword only, default None.
+            **changes: Field values on top, e.g. `Config.preset("paper", top_k=10)`.
+
+        Returns:
+            The Config (checked as `from_dict` checks).
+
+        Raises:
+            ValueError: An unknown preset or method, an unknown key or a bad value.
+        """
         from etamem.presets import preset_values
 
         return cls.from_dict({**preset_values(name, method, dataset), **changes})
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (`dataclasses.asdict`), for `from_dict` or JSON.
+
+        Returns:
+            Field name -> value.
+        """
         return dataclasses.asdict(self)
 
     def replace(self, **changes: Any) -> "Config":
+        """A copy with some fields changed, checked by `validate`.
+
+        Args:
+            **changes: Field names to new values.
+
+        Returns:
+            The new Config (this one is unchanged).
+
+        Raises:
+            ValueError: A value of the wrong type or out of range.
+            TypeError: An unknown field name (from `dataclasses.replace`).
+        """
         cfg = dataclasses.replace(self, **changes)
         cfg.validate()
         return cfg
 
     def validate(self) -> None:
-        """Check every value's type (converting an int to float and a list to tuple where the
-        field wants it) and range; ValueError naming the field, the value and what was expected."""
+        """Check every value's type and range, in place.
+
+        Converts an int to float and a list to tuple where the field wants it.
+
+        Raises:
+            ValueError: Naming the field, the value and what was expected.
+        """
         hints = _field_types()
         for f in dataclasses.fields(self):
             setattr(self, f.name, _checked_type(f.name, getattr(self, f.name), hints[f.name]))
@@ -325,17 +600,36 @@ class Config:
                              "zone name such as 'Europe/Paris'")
 
     def unit_kind(self) -> str:
-        """What a write builds: "amu" or "fta" (`units`, with "auto" following `method`)."""
+        """What a write builds: "amu" or "fta" (`units`, with "auto" following `method`).
+
+        Returns:
+            "amu" or "fta".
+        """
         return ("fta" if self.method == "fta" else "amu") if self.units == "auto" else self.units
 
     # --- resolved LLM settings (config first, then environment) ----------------------
     def resolved_llm_model(self) -> str | None:
+        """The LLM model: `llm_model`, else `$ETAMEM_LLM_MODEL`, else None (no LLM).
+
+        Returns:
+            The model name or None.
+        """
         return self.llm_model or os.environ.get("ETAMEM_LLM_MODEL") or None
 
     def resolved_llm_base_url(self) -> str | None:
+        """The LLM endpoint: `llm_base_url`, else `$OPENAI_BASE_URL`, else None.
+
+        Returns:
+            The base URL or None.
+        """
         return self.llm_base_url or os.environ.get("OPENAI_BASE_URL") or None
 
     def resolved_llm_api_key(self) -> str | None:
+        """The LLM key: `llm_api_key`, else `$OPENAI_API_KEY`, else None.
+
+        Returns:
+            The key or None.
+        """
         return self.llm_api_key or os.environ.get("OPENAI_API_KEY") or None
 
 

@@ -325,7 +325,12 @@ class Engine:
             writer.release()
 
     def residency(self) -> ResidencyStats:
-        """Live spaces against the budget, with open and eviction counts (`etamem.live.residency`)."""
+        """Live spaces against the budget, with open and eviction counts (`etamem.live.residency`).
+
+        Returns:
+            A `ResidencyStats`: live spaces, the budget (`max_live_spaces`, `max_live_bytes`), the
+                live bytes (None without a byte bound) and the open, follow and eviction counters.
+        """
         with self._lock:
             counts = dict(self._residency_counts)
         return ResidencyStats(live=len(self._live), max_live_spaces=self.config.max_live_spaces,
@@ -333,7 +338,11 @@ class Engine:
                               live_bytes=self._live.nbytes() if self.config.max_live_bytes else None, **counts)
 
     def spaces(self) -> list[str]:
-        """The store's spaces (those the caller's scope allows, see `etamem.tenancy`)."""
+        """The store's spaces (those the caller's scope allows, see `etamem.tenancy`).
+
+        Returns:
+            The space names.
+        """
         return tenancy.visible(self.store.spaces())
 
     def _name(self, space: str) -> str:
@@ -413,9 +422,15 @@ class Engine:
         return None if self.path is None else str(self.path / LLM_CACHE_FILE)
 
     def checkpoint(self) -> list[str]:
-        """Save the search indexes of the spaces changed since they were last saved as derived
-        files beside the store (see `etamem.live.derived`), so the next open loads them instead of
-        re-indexing; returns the spaces written. `close` calls it."""
+        """Save the search indexes of the spaces changed since they were last saved.
+
+        They are written as derived files beside the store (see `etamem.live.derived`), so the next
+        open loads them instead of re-indexing. `close` calls it. An in-memory or PostgreSQL store
+        has no directory for them: nothing is written.
+
+        Returns:
+            The spaces written.
+        """
         if self.path is None:
             return []
         written = []
@@ -426,6 +441,11 @@ class Engine:
         return written
 
     def close(self) -> None:
+        """Save the changed spaces' indexes (`checkpoint`), then close the LLM client and the store.
+
+        A failure to save the indexes is logged, not raised: they are a cache, rebuilt on the next
+        open.
+        """
         try:
             self.checkpoint()
         except Exception as exc:  # noqa: BLE001 - derived files are a cache: the store is complete without them

@@ -38,9 +38,22 @@ FILTER_KEYS = ("speaker", "role", "session_id", "since", "until", "metadata")
 
 
 def validate_metadata(value: Any, where: str) -> dict[str, Scalar]:
-    """`value` as a metadata dict: a JSON object of at most MAX_METADATA_KEYS non-empty str keys
-    (each at most MAX_METADATA_KEY_CHARS) with str, int, float (finite), bool or None values, at
-    most MAX_METADATA_CHARS as JSON; else ValueError naming `where` (e.g. `turns[2].metadata`)."""
+    """`value` checked as a metadata dict.
+
+    A JSON object of at most MAX_METADATA_KEYS non-empty str keys (each at most
+    MAX_METADATA_KEY_CHARS characters) with str, int (64-bit), float (finite), bool or None
+    values, at most MAX_METADATA_CHARS characters as JSON.
+
+    Args:
+        value: The metadata given.
+        where: The field named in errors (e.g. `turns[2].metadata`).
+
+    Returns:
+        The metadata as a new dict.
+
+    Raises:
+        ValueError: Naming `where` (and the key) and what is wrong.
+    """
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected a JSON object of str keys to str/int/float/bool/null values, "
                          f"got {shown(value)}")
@@ -71,13 +84,27 @@ def validate_metadata(value: Any, where: str) -> dict[str, Scalar]:
 
 
 def turn_metadata(turn: Turn) -> dict[str, Scalar]:
-    """The metadata stored with a turn ({} when none)."""
+    """The metadata stored with a turn.
+
+    Args:
+        turn: A stored turn.
+
+    Returns:
+        Its metadata ({} when none).
+    """
     return turn.metadata
 
 
 def unit_metadata(source_turn_ids: Iterable[str], turn: Callable[[str], Turn | None]) -> dict[str, Scalar]:
-    """A unit's metadata: its source turns' merged in order (a later turn's value wins);
-    `turn(id)` -> the stored turn or None."""
+    """A unit's metadata: its source turns' merged in order (a later turn's value wins).
+
+    Args:
+        source_turn_ids: The unit's source turn ids, in order.
+        turn: `turn(id)` -> the stored turn, or None (left out).
+
+    Returns:
+        The merged metadata.
+    """
     out: dict[str, Scalar] = {}
     for tid in source_turn_ids:
         t = turn(tid)
@@ -88,10 +115,21 @@ def unit_metadata(source_turn_ids: Iterable[str], turn: Callable[[str], Turn | N
 
 @dataclass(frozen=True)
 class Filters:
-    """What retrieval may return: units of these speakers (`speaker`: a name or a list; the
-    role of a chat message), of these sessions (`session_id`), said in [since, until) and whose
-    metadata holds every key of `metadata` with an equal value. Unset fields do not filter; a
-    `Filters()` with nothing set is no filter. Checked by `resolve_filters`."""
+    """What retrieval may return (the `filters` argument of `Memory.search` and the other reads).
+
+    Unset fields do not filter; a `Filters()` with nothing set is no filter. Every field set must
+    match. Checked by `resolve_filters`; the dict form takes the same keys (`from_dict`).
+
+    Attributes:
+        speaker: Units of this speaker or these speakers (a name or a list; case does not matter;
+            the role of a chat message, which is why the dict form also takes `role`).
+        session_id: Units of this session or these sessions (an id or a list).
+        since: Units said at or after this time (ISO 8601 or a datetime; a naive time is in
+            `Config.default_timezone`).
+        until: Units said before this time (exclusive; after `since`).
+        metadata: Units whose metadata holds every key given with an equal value (`true` is not
+            `1`); flat, as turn metadata.
+    """
 
     speaker: str | Sequence[str] | None = None
     session_id: str | Sequence[str] | None = None
@@ -101,7 +139,18 @@ class Filters:
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any], where: str = "filters") -> "Filters":
-        """The dict form: the field names, with `role` for `speaker`; ValueError for other keys."""
+        """The dict form: the field names, with `role` for `speaker`.
+
+        Args:
+            value: The dict (keys among speaker, role, session_id, since, until, metadata).
+            where: The field named in errors (default "filters").
+
+        Returns:
+            The `Filters` (not yet checked: `resolve_filters` checks the values).
+
+        Raises:
+            ValueError: An unknown key, or both `speaker` and `role`.
+        """
         unknown = sorted(map(str, set(value) - set(FILTER_KEYS)))
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(FILTER_KEYS)}")
@@ -127,8 +176,20 @@ def _names(value: Any, where: str) -> frozenset[str]:
 
 
 def resolve_filters(value: Filters | Mapping[str, Any] | None, default_tz: str = "UTC") -> "UnitFilter | None":
-    """The checked filter of `value` (a `Filters`, its dict form or None), or None when it sets
-    nothing (the same as no filter). ValueError naming the field (`filters.since`, ...)."""
+    """The checked filter of `value`, or None when it sets nothing (the same as no filter).
+
+    Args:
+        value: A `Filters`, its dict form, or None.
+        default_tz: The time zone of naive `since` / `until` times (default "UTC").
+
+    Returns:
+        A `UnitFilter`, or None.
+
+    Raises:
+        ValueError: Naming the field (`filters.since`, `filters.speaker`, ...): an unknown key, a
+            value of the wrong kind, a bad time, `until` not after `since`, or metadata that is not
+            flat.
+    """
     if value is None:
         return None
     if isinstance(value, Mapping):
@@ -155,8 +216,15 @@ def _same(a: Scalar, b: Scalar) -> bool:
 
 @dataclass(frozen=True)
 class UnitFilter:
-    """A checked filter (`resolve_filters`): speakers (case-folded) and sessions allowed (None:
-    any), the time range [since, until) and the metadata every unit must carry."""
+    """A checked filter (`resolve_filters`), as retrieval applies it.
+
+    Attributes:
+        speakers: Speakers allowed, case-folded (None: any).
+        sessions: Sessions allowed (None: any).
+        since: Earliest time allowed (inclusive; None: no bound).
+        until: Time bound (exclusive; None: no bound).
+        metadata: Key-value pairs every unit must carry.
+    """
 
     speakers: frozenset[str] | None
     sessions: frozenset[str] | None
@@ -165,7 +233,17 @@ class UnitFilter:
     metadata: Mapping[str, Scalar]
 
     def matches(self, speaker: str, session_id: str, when: datetime, metadata: Callable[[], Mapping]) -> bool:
-        """Whether an item with these fields passes (`metadata()` is read only when needed)."""
+        """Whether an item with these fields passes.
+
+        Args:
+            speaker: Its speaker.
+            session_id: Its session.
+            when: Its time.
+            metadata: Returns its metadata; called only when the filter has metadata.
+
+        Returns:
+            True when it passes.
+        """
         if self.speakers is not None and speaker.casefold() not in self.speakers:
             return False
         if self.sessions is not None and session_id not in self.sessions:
@@ -180,20 +258,51 @@ class UnitFilter:
         return True
 
     def unit(self, amu: AMU, turn: Callable[[str], Turn | None]) -> bool:
-        """Whether the unit passes (its metadata: `unit_metadata` of its source turns)."""
+        """Whether the unit passes (its metadata: `unit_metadata` of its source turns).
+
+        Args:
+            amu: The unit.
+            turn: `turn(id)` -> the stored turn, or None.
+
+        Returns:
+            True when it passes.
+        """
         return self.matches(amu.speaker, amu.session_id, amu.timestamp,
                             lambda: unit_metadata(amu.source_turn_ids, turn))
 
     def turn(self, t: Turn) -> bool:
-        """Whether a raw turn passes (a raw-turn hit of the fallback)."""
+        """Whether a raw turn passes (a raw-turn hit of the fallback).
+
+        Args:
+            t: The turn.
+
+        Returns:
+            True when it passes.
+        """
         return self.matches(t.speaker, t.session_id, t.timestamp, lambda: turn_metadata(t))
 
     def slot_mask(self, ids: Sequence[str | None], unit_of: Mapping[str, AMU],
                   turn: Callable[[str], Turn | None]) -> np.ndarray:
-        """(len(ids),) bool: which slots (unit ids, None for a free slot) hold a passing unit."""
+        """Which index slots hold a passing unit.
+
+        Args:
+            ids: Unit ids per slot (None: a free slot).
+            unit_of: Unit id -> unit.
+            turn: `turn(id)` -> the stored turn, or None.
+
+        Returns:
+            (len(ids),) bool array.
+        """
         return np.fromiter((a is not None and a in unit_of and self.unit(unit_of[a], turn) for a in ids), bool,
                            len(ids))
 
     def turn_mask(self, turns: Sequence[Turn | None]) -> np.ndarray:
-        """(len(turns),) bool: which turn slots (None: removed) hold a passing turn."""
+        """Which turn slots hold a passing turn.
+
+        Args:
+            turns: Turns per slot (None: removed).
+
+        Returns:
+            (len(turns),) bool array.
+        """
         return np.fromiter((t is not None and self.turn(t) for t in turns), bool, len(turns))

@@ -40,15 +40,44 @@ log = logging.getLogger(__name__)
 class Memory(Engine):
     """Long-term memory of multi-session conversations, partitioned by `space`.
 
-    path: a directory holding `memory.sqlite` (and the LLM cache); a PostgreSQL URL
-    (`postgresql://...`: the store in that database, see `etamem.store.postgres`; the LLM cache only
-    at `config.llm_cache_path`); None = in memory.
-    config: a `Config` or a dict for `Config.from_dict`. text_encoder / affect_tagger /
-    llm / extractor: optional injected components (tests, custom models).
+    The one entry class: `add` stores turns and makes their units, `search` / `retrieve` find them,
+    `context` renders them for a prompt, `answer` answers from them, `delete` / `update` forget or
+    revise them. Models load lazily on first use (`warm` loads them now). A context manager:
+    leaving `with` calls `close`. Every public method is thread-safe, and several processes may
+    use one store (see `etamem.engine`). Inside an `etamem.tenancy.scope`, a space the scope does
+    not allow raises `SpaceForbidden` (a PermissionError); a bad space name raises ValueError.
+
+    Args:
+        path: Where the store lives. A directory holding `memory.sqlite` (and the LLM cache);
+            a PostgreSQL URL (`postgresql://...`: the store in that database, see
+            `etamem.store.postgres`; the LLM cache only at `config.llm_cache_path`); None
+            (default): in memory.
+        config: A `Config`, or a dict for `Config.from_dict`; None (default): `Config()`.
+        text_encoder (etamem.models.encoders.TextEncoder | None): An injected text encoder (tests, custom models); None (default): built from
+            `config.text_encoder` on first use.
+        affect_tagger (etamem.models.affect.AffectTagger | None): An injected affect tagger; None (default): built from `config.affect_backend`
+            on first use.
+        llm (etamem.models.llm.LLMClient | None): An injected LLM client; None (default): built from `config.llm_model` (else
+            `$ETAMEM_LLM_MODEL`); with neither, no LLM is used.
+        extractor (etamem.extraction.extractors.RuleExtractor | None): An injected unit extractor (a
+            `RuleExtractor`, an `LLMExtractor` or one with their `extract` method); None
+            (default): chosen by `config.extractor` (the LLM extractor when an LLM is configured,
+            else the rule extractor).
+
+    Raises:
+        ValueError: An unknown config key or a bad config value (`Config.from_dict`), or a `path`
+            that exists and is not a directory.
     """
 
     def views(self, space: str = "default") -> SpaceViews:
-        """The Event / Affect / Time views of a space (loaded from the store on first use)."""
+        """The Event / Affect / Time views of a space (loaded from the store on first use).
+
+        Args:
+            space: The space name (default "default").
+
+        Returns:
+            The live `SpaceViews` of the space (shared with the engine: read it, do not change it).
+        """
         return self._space(self._name(space)).views
 
     def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
@@ -56,35 +85,82 @@ class Memory(Engine):
         """Store turns, then extract, tag and index their AMUs; returns the new AMUs.
 
         Idempotent: a turn whose `turn_id` is already stored with the same content is not
-        stored again and its units are returned (a retry after a network error is safe); the
-        same id with other content raises ValueError naming both. Turns without an id get a new
-        one (`t<seq>`) each time: give ids to make retries safe.
-        Bad input (or models other than the store's) raises ValueError naming the field (e.g.
-        `turns[2].timestamp`) and stores nothing from the call. Raw turns are durable before
-        extraction: when the LLM gives no reply they stay pending and `add` returns the units
-        it made (see `etamem.writing.process_pending`); any other model failure raises, the turns pending
-        likewise; the next `add`/`flush` processes them. A new session id ends the space's open
-        sessions.
+        stored again and its units are returned (a retry after a network error is safe). Turns
+        without an id get a new one (`t<seq>`) each time: give ids to make retries safe.
+        Raw turns are durable before extraction: when the LLM gives no reply they stay pending and
+        `add` returns the units it made (see `etamem.writing.process_pending`); any other model
+        failure raises, the turns pending likewise; the next `add`/`flush` processes them. A new
+        session id ends the space's open sessions.
+
+        Args:
+            turns: One turn or an iterable of turns, each a `Turn`, a turn dict (`speaker`, `text`,
+                optional `session_id`, `timestamp`, `turn_id`, `extra`, `metadata`) or a chat message
+                (`role`, `content`, ...). Missing fields get defaults: the space's open session (a new
+                one after `Config.session_gap_minutes` of silence), the time of the call, a new id.
+            space: The space to add to (default "default"); made on its first turn.
+
+        Returns:
+            The AMUs made from the new turns (and from pending turns processed with them), or the
+                stored units of turns that were already stored; [] for no turns.
+
+        Raises:
+            ValueError: Bad input, naming the field (e.g. `turns[2].timestamp`), with nothing from the
+                call stored; a `turn_id` already stored with other content (naming both); models other
+                than the store's; a bad space name.
         """
         return writing.add(self, turns, space)
 
     def check(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any], space: str = "default",
               *, labels: Sequence[str] | None = None, new_space: bool = False) -> list[Turn]:
-        """Validate turns as `add` would, storing nothing: ValueError naming the first bad field
-        (as `labels[i]` when given, e.g. a file and line) or a turn id stored with other content.
-        Returns the turns `add` would store now (those not already stored, with the defaults `add`
-        would give them now); with `new_space`, checked as if the space were empty (before
-        replacing it)."""
+        """Validate turns as `add` would, storing nothing.
+
+        Args:
+            turns: As `add`'s: one turn or an iterable of `Turn`s, turn dicts or chat messages.
+            space: The space the turns would go to (default "default").
+            labels: Names for the turns in error messages, one per turn (e.g. a file and line); None
+                (default): `turns[i]`.
+            new_space: Check as if the space were empty (before replacing it); default False.
+
+        Returns:
+            The turns `add` would store now: those not already stored, with the defaults `add` would
+                give them now.
+
+        Raises:
+            ValueError: The first bad field (named as `labels[i]` when given), or a turn id stored with
+                other content.
+        """
         return writing.check(self, turns, space, labels=labels, new_space=new_space)
 
     def flush(self, space: str = "default") -> list[AMU]:
-        """Process the space's pending turns (after the LLM was unreachable or a model failed);
-        returns the new units."""
+        """Process the space's pending turns (after the LLM was unreachable or a model failed).
+
+        Args:
+            space: The space (default "default").
+
+        Returns:
+            The new units (AMUs).
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         with self._writing(self._known_space(space)) as live:
             return writing.process_pending(self, live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
-        """Close the space's open sessions (session-end maintenance); returns their ids."""
+        """Close the space's open sessions (session-end maintenance).
+
+        Pending turns are processed first; a session whose turns are still pending (e.g. the LLM is
+        down) stays open.
+
+        Args:
+            space: The space (default "default").
+
+        Returns:
+            The ids of the sessions closed.
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         with self._writing(self._known_space(space)) as live:
             writing.process_pending(self, live.name, live, complete=set(self.store.open_sessions(live.name)))
             waiting = {t.session_id for t in self.store.turns(live.name, pending_only=True)}  # e.g. LLM down
@@ -93,14 +169,25 @@ class Memory(Engine):
             return open_ids
 
     def stats(self, space: str = "default") -> dict:
-        """Per-view shape of a space: AMUs, nodes, leaves, depth, fan-out, thresholds (event,
-        affect), months/weeks/days/sessions (time), plus turn and AMU counts, and `extraction`:
-        the extractor's class (None if it cannot be built), its counters since this Memory opened (all spaces: `turns`
-        extracted — again after a deferral —, `llm_units`, `fallback_turns` / `fallback_units`
-        made by the rule fallback for unusable LLM replies; zeros for extractors without
-        counters), `unavailable` (times extraction was deferred because the LLM gave no reply)
-        and this space's `pending_turns`; `input`: control characters replaced in the space's turn
-        texts and chat messages skipped (no text, system roles), since the space was made."""
+        """Per-view shape of a space, with turn and AMU counts and the extraction counters.
+
+        Args:
+            space: The space (default "default").
+
+        Returns:
+            A dict: `space`, `turns`, `amus`; `views`: per view AMUs, nodes, leaves, depth, fan-out,
+                thresholds (event, affect), months/weeks/days/sessions (time); `construction`: turns and
+                summary counters; `extraction`: the extractor's class (None if it cannot be built), its
+                counters since this Memory opened (all spaces: `turns` extracted — again after a
+                deferral —, `llm_units`, `fallback_turns` / `fallback_units` made by the rule fallback for
+                unusable LLM replies; zeros for extractors without counters), `unavailable` (times
+                extraction was deferred because the LLM gave no reply) and this space's `pending_turns`;
+                `input`: control characters replaced in the space's turn texts and chat messages skipped
+                (no text, system roles), since the space was made.
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         live = self._space(self._known_space(space))
         try:
             extractor = self.extractor  # the one writes use (built if needed: no model call)
@@ -128,10 +215,20 @@ class Memory(Engine):
                               for k in (REPLACED_KEY, SKIPPED_KEY)}}
 
     def index_info(self, space: str = "default") -> dict:
-        """The space's live indexes: `generation` (the store write they reflect), `saved` (the
-        generation the derived files on disk hold, None if not written or stale), their sizes,
-        `routing_modes` / `turn_index_mode` ("exact" or "hnsw") and `bm25_stemmer`, the stemmer
-        their BM25 tokens were built with."""
+        """The space's live indexes.
+
+        Args:
+            space: The space (default "default").
+
+        Returns:
+            A dict: `generation` (the store write they reflect), `saved` (the generation the derived
+                files on disk hold, None if not written or stale), their sizes (`amus`, `turns`),
+                `routing_modes` / `turn_index_mode` ("exact" or "hnsw") and `bm25_stemmer`, the stemmer
+                their BM25 tokens were built with.
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         live = self._space(self._known_space(space))
         with live.rw.read():
             return {"generation": live.generation, "saved": live.saved_generation,
@@ -141,8 +238,19 @@ class Memory(Engine):
                     "bm25_stemmer": live.index.amu_lex.stemmer}
 
     def get(self, amu_id: str, space: str = "default") -> AMU:
-        """One AMU by id, with its status ("superseded" when a newer unit replaces it); KeyError
-        if absent."""
+        """One AMU by id, with its status ("superseded" when a newer unit replaces it).
+
+        Args:
+            amu_id: The unit's id.
+            space: The space (default "default").
+
+        Returns:
+            The `AMU`.
+
+        Raises:
+            UnknownIdError: The space holds no such unit (a KeyError).
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         from etamem.facts.current_first import with_status
 
         space = self._known_space(space)
@@ -152,9 +260,22 @@ class Memory(Engine):
         return with_status(found, self.store.unit_links(space, [amu_id]))[0]
 
     def list(self, space: str = "default", status: str | None = None) -> list[AMU]:
-        """AMUs of a space in insertion order, each with its status: all of them (None), the
-        current ones ("active") or those a newer unit replaces ("superseded"; stored, indexed
-        and retrievable like the others)."""
+        """AMUs of a space in insertion order, each with its status.
+
+        Superseded units stay stored, indexed and retrievable like the others.
+
+        Args:
+            space: The space (default "default").
+            status: None (default): all of them; "active": the current ones; "superseded": those a
+                newer unit replaces.
+
+        Returns:
+            The `AMU`s.
+
+        Raises:
+            ValueError: Another `status`.
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         from etamem.facts.current_first import with_status
 
         space = self._known_space(space)
@@ -164,19 +285,45 @@ class Memory(Engine):
         return units if status is None else [u for u in units if u.status == status]
 
     def turns(self, space: str = "default", turn_ids: list[str] | None = None) -> list[Turn]:
-        """Raw stored turns of a space in arrival order."""
+        """Raw stored turns of a space in arrival order.
+
+        Args:
+            space: The space (default "default").
+            turn_ids: Only these turns (None, the default: all of them).
+
+        Returns:
+            The `Turn`s.
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         return self.store.turns(self._known_space(space), turn_ids=turn_ids)
 
     def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
-        """Forget: one unit (`amu_id`), one turn and every unit drawn from it (`turn_id`), or,
-        with neither, the whole space. Returns how many units went. The text leaves every copy
-        (see docs/design.md, 'Invariants'): unit and turn rows and vectors, the vector caches (the store's and this
-        process's), LLM cache entries built from it, every node summary and representative list
-        that may quote the units, wherever they sit now (recomputed), the search indexes and
-        their derived files; deleted rows are zeroed (`secure_delete`) and the write-ahead log
-        is truncated. A unit's sentences are also cut from its source turn (see `etamem.forget`):
-        when they cannot be told apart, the whole turn goes with its units. KeyError when the
-        unit or turn is not there."""
+        """Forget one unit, one turn and every unit drawn from it, or the whole space.
+
+        The text leaves every copy (see docs/design.md, 'Invariants'): unit and turn rows and
+        vectors, the vector caches (the store's and this process's), LLM cache entries built from
+        it, every node summary and representative list that may quote the units, wherever they sit
+        now (recomputed), the search indexes and their derived files; deleted rows are zeroed
+        (`secure_delete`) and the write-ahead log is truncated. A unit's sentences are also cut from
+        its source turn (see `etamem.forget`): when they cannot be told apart, the whole turn goes
+        with its units.
+
+        Args:
+            space: The space (default "default").
+            amu_id: The unit to forget. With neither `amu_id` nor `turn_id` (the default), the whole
+                space goes.
+            turn_id: The turn to forget, with every unit drawn from it (keyword only).
+
+        Returns:
+            How many units went.
+
+        Raises:
+            ValueError: Both `amu_id` and `turn_id` given.
+            UnknownIdError: The unit or turn is not there (a KeyError).
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         from etamem.forget import forget_targets, plan_forget
         from etamem.retrieval import turn_text
 
@@ -202,13 +349,29 @@ class Memory(Engine):
 
     def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
                timestamp: datetime | str | None = None):
-        """Replace a turn's text: the new text is stored as a new turn (same session and speaker,
-        `timestamp` or now) and extracted; its units supersede the old turn's units, so
-        `history(unit)` lists old -> new. The old turn stays as history unless `forget_old`
-        (then it and the earlier versions it revised are deleted as `delete(space, turn_id=...)`
-        does). Any version's id names the
-        current one; the current text again is a no-op. Returns an `etamem.facts.revisions.Update`;
-        UnknownSpaceError / UnknownIdError for an unknown space or turn, ValueError for empty text."""
+        """Replace a turn's text, the old version kept as history (or forgotten).
+
+        The new text is stored as a new turn (same session and speaker) and extracted; its units
+        supersede the old turn's units, so `history(unit)` lists old -> new. Any version's id names
+        the current one; the current text again is a no-op. AMU spaces only.
+
+        Args:
+            space: The space holding the turn.
+            turn_id: The turn to revise (any of its versions' ids).
+            text: The new text (non-empty).
+            forget_old: Delete the old turn and the earlier versions it revised, as
+                `delete(space, turn_id=...)` does (keyword only; default False: kept as history).
+            timestamp: The new turn's time (a datetime or a timestamp string; default None: now).
+
+        Returns:
+            (etamem.facts.revisions.Update): the current turn's id, its units' ids, the ids of the
+                units they supersede and whether anything `changed`.
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+            UnknownIdError: The space holds no such turn (a KeyError).
+            ValueError: An empty `text` or `turn_id`, a bad `timestamp`, or a space of FTA units.
+        """
         from etamem.facts.revisions import update
 
         return update(self, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
@@ -230,30 +393,65 @@ class Memory(Engine):
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
                now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> list[Hit]:
-        """Best AMUs of the space for the query, best first (see `retrieve`)."""
+        """Best AMUs of the space for the query, best first (`retrieve`'s hits).
+
+        A space with nothing stored yet gives [] (not an error).
+
+        Args:
+            query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
+            space: The space (default "default").
+            top_k: How many hits, 1..10,000 (default None: `Config.top_k`).
+            now: The question date, for temporal expressions ("last week"): a datetime or a
+                timestamp string (default None: none).
+            filters: A `Filters` or its dict form (speaker / role, session_id, since, until,
+                metadata), applied inside the search (keyword only; default None: no filter).
+
+        Returns:
+            The `Hit`s, each with its AMU, score, views and source turns.
+
+        Raises:
+            ValueError: A bad argument, naming it (`query`, `top_k`, `now`, `filters.since`, ...).
+        """
         return self.retrieve(query, space, top_k=top_k, now=now, filters=filters).hits
 
     def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                  now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
                  filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
-        """Entropy-routed hierarchical retrieval with its routing weights (see docs/design.md,
-        'Query path').
+        """Entropy-routed hierarchical retrieval with its routing weights.
 
-        `top_k` AMUs are shared across `views` by `routing` ("entropy" | "mean", default from
-        the config), found by beam search (width `beam_width`, score (1 - beta) * cos + beta
-        * BM25n), merged and ranked. `now` is the question date for temporal expressions.
-        When `fallback` is on and the retrieval confidence (`fallback_confidence`: best score or
-        agreement with the raw-turn index) is below `fallback_threshold`, or nothing is found,
-        the best raw turns are added as hits with `views == ("raw",)` (or fused, see
-        `fallback_fusion`). A read: turns still pending (see `flush`) are not processed, only
-        counted in `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space
-        with nothing stored yet gives an empty result (not an error).
+        See docs/design.md, 'Query path'. `top_k` AMUs are shared across `views` by `routing`, found
+        by beam search (width `beam_width`, score (1 - beta) * cos + beta * BM25n), merged and
+        ranked. When `fallback` is on and the retrieval confidence (`fallback_confidence`: best score
+        or agreement with the raw-turn index) is below `fallback_threshold`, or nothing is found, the
+        best raw turns are added as hits with `views == ("raw",)` (or fused, see `fallback_fusion`).
+        A read: turns still pending (see `flush`) are not processed, only counted in
+        `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space with nothing
+        stored yet gives an empty result (not an error).
 
-        `filters` (an `etamem.filters.Filters` or its dict form: speaker / role, session_id,
-        since, until, metadata) is applied inside the search: only matching units and raw turns
-        are candidates, so `top_k` hits come back whenever that many units match (see
-        docs/python-api.md, 'Metadata and filters'); ValueError naming the bad field.
+        Args:
+            query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
+            space: The space (default "default").
+            top_k: How many hits, 1..10,000 (keyword only; default None: `Config.top_k`).
+            now: The question date for temporal expressions: a datetime or a timestamp string
+                (default None: none).
+            views: The views searched, a non-empty subset of ("event", "affect", "time") (default:
+                all three).
+            routing: "entropy" or "mean" (default None: `Config.routing`).
+            fallback: Allow the raw-turn fallback (default True).
+            trace: Record a per-view trace of the beam search in `SearchResult.traces` (default False).
+            filters: A `Filters` or its dict form (speaker / role, session_id, since, until,
+                metadata), applied inside the search: only matching units and raw turns are
+                candidates, so `top_k` hits come back whenever that many units match (see
+                docs/python-api.md, 'Metadata and filters'). Default None: no filter.
+
+        Returns:
+            A `SearchResult`: the hits, best first, with the per-view weights, budgets and entropies,
+                the parsed time window, the fallback confidence and whether it was used.
+
+        Raises:
+            ValueError: A bad argument, naming it (`query`, `top_k`, `views`, `now`, `filters.since`,
+                ...).
         """
         query = validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
@@ -312,11 +510,22 @@ class Memory(Engine):
         return {} if live is None else live.units_of_turns(turn_ids)
 
     def history(self, unit_id: str, space: str = "default") -> list:
-        """The versions of a fact, oldest first, `unit_id` included. AMUs: the units joined to it
-        by `supersedes` links (either way, any distance), each an `AMU` whose status says
-        whether it is current ("active") or "superseded". FTA units: the units joined by
-        supersedes / updates / contradicts / followup_of links, each an `etamem.fta.FTAUnit`
-        with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
+        """The versions of a fact, oldest first, `unit_id` included.
+
+        Args:
+            unit_id: Any version's id.
+            space: The space (default "default").
+
+        Returns:
+            For AMUs, the units joined to it by `supersedes` links (either way, any distance), each an
+                `AMU` whose status says whether it is current ("active") or "superseded". FTA units: the
+                units joined by supersedes / updates / contradicts / followup_of links, each an
+                `etamem.fta.FTAUnit` with its lifecycle status.
+
+        Raises:
+            UnknownIdError: The space holds no unit `unit_id` (a KeyError).
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         space = self._known_space(space)
         if self.store.unit_fields(space, [unit_id]):
             from etamem.fta.builder import unit_history
@@ -331,9 +540,21 @@ class Memory(Engine):
             raise UnknownIdError(f"no unit {unit_id!r} in space {space!r}") from None
 
     def links(self, space: str = "default", unit_id: str | None = None) -> list:
-        """The relation links of the space (those touching `unit_id`), oldest first, as
-        `etamem.fta.Link` (from the newer unit to the older one, with a confidence): FTA-Mem's
-        relations, and `supersedes` between AMUs."""
+        """The relation links of the space, oldest first.
+
+        FTA-Mem's relations, and `supersedes` between AMUs.
+
+        Args:
+            space: The space (default "default").
+            unit_id: Only the links touching this unit (default None: all of them).
+
+        Returns:
+            `etamem.fta.Link`s (from the newer unit `source` to the older one `target`, with the
+                `relation` and a confidence).
+
+        Raises:
+            UnknownSpaceError: The store holds no such space (a ValueError).
+        """
         from etamem.fta.links import Link
 
         space = self._known_space(space)
@@ -341,11 +562,28 @@ class Memory(Engine):
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
                top_k: int | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> Answer:
-        """Answer from memory: an LLM answer grounded in a context packet (evidence AMUs with
-        dates and views, their source turns, Time summaries) when an LLM is configured, else
-        the best evidence sentences with a note saying no LLM is configured. If the LLM says
-        the memories lack the answer, it is asked once more with raw turns added (those `filters`
-        lets through: the evidence is the filtered retrieval's, see `retrieve`)."""
+        """Answer from memory.
+
+        An LLM answer grounded in a context packet (evidence AMUs with dates and views, their source
+        turns, Time summaries) when an LLM is configured, else the best evidence sentences with a note
+        saying no LLM is configured. If the LLM says the memories lack the answer, it is asked once
+        more with raw turns added (those `filters` lets through: the evidence is the filtered
+        retrieval's, see `retrieve`).
+
+        Args:
+            question: The question (non-empty; at most `Config.max_turn_chars`).
+            space: The space (default "default").
+            now: The question date: a datetime or a timestamp string (default None: none).
+            top_k: Evidence hits retrieved, 1..10,000 (default None: `Config.top_k`).
+            filters: As `retrieve`'s (keyword only; default None: no filter).
+
+        Returns:
+            An `Answer`: its text, the evidence hits, whether an LLM was used, a note and the LLM
+                cost; "No memories found." when nothing is stored in the space yet.
+
+        Raises:
+            ValueError: A bad argument, naming it (as `retrieve`).
+        """
         with self._scoped(self._name(space)):  # the answer's LLM cache entries belong to the space
             return self._answer(question, space, now, top_k, filters)
 
@@ -357,38 +595,81 @@ class Memory(Engine):
         return self.method.answer(self, question, self._known_space(space), result, when)
 
     def with_raw_turns(self, question: str, hits: list[Hit], space: str = "default") -> list[Hit]:
-        """`hits` (as many) with the space's best raw turns fused in by the fallback policy
-        (`fallback_fusion`), whatever the confidence: what `answer` asks again with when the
-        LLM says the memories lack the answer."""
+        """`hits` with the space's best raw turns fused in, whatever the confidence.
+
+        By the fallback policy (`fallback_fusion`): what `answer` asks again with when the LLM says
+        the memories lack the answer.
+
+        Args:
+            question: The question the raw turns are searched for.
+            hits: The hits to complement.
+            space: The space (default "default").
+
+        Returns:
+            As many hits as `hits`, raw turns fused in.
+        """
         from etamem.retrieval.views_method import with_raw_turns
 
         return with_raw_turns(self, question, hits, space)
 
     def context(self, query: str, space: str = "default", *, top_k: int | None = None,
                 now: datetime | str | None = None, filters: Filters | Mapping[str, Any] | None = None) -> str:
-        """The prompt-ready memory an agent puts in its system prompt for `query`: the best
-        `top_k` (default `Config.context_top_k`) memories, best first, each with the date it was
-        said and its source message (`etamem.context.render_context`; FTA-Mem: its four-section
-        packet). A space with nothing stored yet renders as an empty memory. `filters`: as
-        `retrieve`'s."""
+        """The prompt-ready memory an agent puts in its system prompt for `query`.
+
+        The best `top_k` memories, best first, each with the date it was said and its source message
+        (`etamem.context.render_context`; FTA-Mem: its four-section packet). A space with nothing
+        stored yet renders as an empty memory.
+
+        Args:
+            query: The text to find memories for (usually the user's latest message).
+            space: The space (default "default").
+            top_k: How many memories, 1..10,000 (keyword only; default None: `Config.context_top_k`).
+            now: The question date: a datetime or a timestamp string (default None: none).
+            filters: As `retrieve`'s (default None: no filter).
+
+        Returns:
+            The rendered text.
+
+        Raises:
+            ValueError: A bad argument, naming it (as `retrieve`).
+        """
         return self.context_packet(query, space, top_k=top_k, now=now, filters=filters).text
 
     def context_packet(self, query: str, space: str = "default", *, top_k: int | None = None,
                        now: datetime | str | None = None,
                        filters: Filters | Mapping[str, Any] | None = None) -> MemoryContext:
-        """`context`'s text with the hits it renders (one retrieval for both)."""
+        """`context`'s text with the hits it renders (one retrieval for both).
+
+        Args:
+            query: As `context`'s.
+            space: The space (default "default").
+            top_k: How many memories, 1..10,000 (keyword only; default None: `Config.context_top_k`).
+            now: The question date: a datetime or a timestamp string (default None: none).
+            filters: As `retrieve`'s (default None: no filter).
+
+        Returns:
+            A `MemoryContext`: `text` and `hits`, best first.
+
+        Raises:
+            ValueError: A bad argument, naming it (as `retrieve`).
+        """
         k = self.config.context_top_k if top_k is None else validate_top_k(top_k)
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         hits = self.retrieve(query, space, top_k=k, now=when, filters=filters).hits
         return MemoryContext(self.method.context(self, self._name(space), hits, when), hits)
 
     def warm(self) -> "Memory":
-        """Load the models now (text encoder, affect tagger, extractor, the LLM client) and the
-        BM25 tokeniser (bm25s: 0.5 s of imports), so the first request does not pay for them;
-        then move every object alive now out of the cyclic garbage collector's reach
-        (`gc.freeze()`, once per process): the models' hundreds of thousands of long-lived objects
-        made each full collection hold the interpreter for about 0.2 s, which an event loop
-        serving other requests saw as a stall (`benchmarks/async_load.py`). Returns self."""
+        """Load the models now, so the first request does not pay for them.
+
+        The text encoder, affect tagger, extractor and LLM client, and the BM25 tokeniser (bm25s:
+        0.5 s of imports); then every object alive now is moved out of the cyclic garbage
+        collector's reach (`gc.freeze()`, once per process): the models' hundreds of thousands of
+        long-lived objects made each full collection hold the interpreter for about 0.2 s, which an
+        event loop serving other requests saw as a stall (`benchmarks/async_load.py`).
+
+        Returns:
+            This Memory.
+        """
         import gc
 
         from etamem.retrieval.lexical import splitter
@@ -402,16 +683,33 @@ class Memory(Engine):
         return self
 
     def time_summaries(self, space: str, hits: list[Hit]) -> str:
-        """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
-        Time view's part of an answer prompt)."""
+        """Summaries of the day and week nodes the hits' sessions hang under, oldest first.
+
+        The Time view's part of an answer prompt.
+
+        Args:
+            space: The space.
+            hits: The hits whose sessions are summarised.
+
+        Returns:
+            The summaries as text.
+        """
         from etamem.retrieval.views_method import time_summaries
 
         return time_summaries(self, space, hits)
 
     def reindex(self) -> dict[str, dict]:
-        """Re-encode every space of the store with this Memory's text encoder and affect tagger
-        (see `etamem.live.reindex`) and record them as the store's models; returns counts per space.
-        The store must not be in use by another process meanwhile for searches to stay right."""
+        """Re-encode every space with this Memory's text encoder and affect tagger.
+
+        See `etamem.live.reindex`; the models are then recorded as the store's. The store must not
+        be in use by another process meanwhile for searches to stay right.
+
+        Returns:
+            Counts per space (space name -> dict).
+
+        Raises:
+            SpaceForbidden: Called inside a restricted `etamem.tenancy.scope` (a PermissionError).
+        """
         from etamem.live.reindex import reindex_space, reindex_store
 
         tenancy.require_unrestricted("reindex")

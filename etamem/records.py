@@ -24,9 +24,16 @@ class UnknownSpaceError(ValueError):
 class Turn:
     """One dialogue turn as stored (raw, before extraction).
 
-    `timestamp` is timezone-aware; `turn_id` keeps dataset ids (LoCoMo `D1:3`) verbatim;
-    `extra` carries optional dataset fields (e.g. a photo caption) as plain JSON values, and the
-    turn's `metadata` under the key "metadata" (see `etamem.filters`).
+    Attributes:
+        turn_id: The turn's id, unique in its space; dataset ids (LoCoMo `D1:3`) kept verbatim,
+            `t<seq>` when `Memory.add` gave one.
+        session_id: The session (conversation) it belongs to.
+        speaker: Who said it (a name, or a chat role such as `user`).
+        text: What was said.
+        timestamp: When it was said (timezone-aware).
+        space: The space it is stored in.
+        extra: Optional dataset fields (e.g. a photo caption) as plain JSON values, and the turn's
+            metadata under the key "metadata" (see `etamem.filters`).
     """
 
     turn_id: str
@@ -48,7 +55,18 @@ class Turn:
 class AMU:
     """Atomic memory unit: one self-contained fact with a pointer to its source turns.
 
-    `polarity_scores` are class probabilities in POLARITIES order (negative, neutral, positive).
+    Attributes:
+        amu_id: The unit's id, unique in its space.
+        text: The fact, as one self-contained sentence.
+        speaker: Who said it (the source turn's speaker).
+        timestamp: When it was said (the source turn's time, timezone-aware).
+        session_id: The source turn's session.
+        source_turn_ids: Ids of the turns it was drawn from.
+        polarity: Its affect: "negative", "neutral" or "positive".
+        polarity_scores: Class probabilities in POLARITIES order (negative, neutral, positive).
+        status: "active" (current), "superseded" (a newer unit replaces it: still stored and
+            retrievable) or "deleted".
+        space: The space it is stored in.
     """
 
     amu_id: str
@@ -65,13 +83,22 @@ class AMU:
 
 @dataclass(frozen=True)
 class Hit:
-    """A retrieved AMU with its score, the view(s) that found it and its source turns: their ids,
-    and (`source_turns`, filled by `Memory.retrieve` / `search` / `answer`) the stored turns
-    themselves (speaker, time, text), in the order of `source_turn_ids`. `supersedes` /
-    `superseded_by`: ids of the units this one replaces / that replace it (a fact that changed,
-    see `etamem.facts.current_first`); views `("current",)`: brought in as the current version of a hit.
-    `metadata`: the source turns' metadata merged in order (a later turn's value wins; filled
-    with `source_turns`, see `etamem.filters`)."""
+    """A retrieved AMU with its score, the view(s) that found it and its source turns.
+
+    Attributes:
+        amu: The unit found.
+        score: Its retrieval score (higher is better).
+        views: The views that found it ("event", "affect", "time"); `("raw",)` for a raw turn of
+            the fallback; `("current",)` when brought in as the current version of a hit.
+        source_turn_ids: Ids of the unit's source turns.
+        source_turns: The stored turns themselves (speaker, time, text), in the order of
+            `source_turn_ids`; filled by `Memory.retrieve` / `search` / `answer` (else empty).
+        supersedes: Ids of the units this one replaces (a fact that changed, see
+            `etamem.facts.current_first`).
+        superseded_by: Ids of the units that replace this one.
+        metadata: The source turns' metadata merged in order (a later turn's value wins; filled
+            with `source_turns`, see `etamem.filters`).
+    """
 
     amu: AMU
     score: float
@@ -85,10 +112,21 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Hits with how they were found: per-view routing weights, budgets and normalised
-    entropies, the parsed time window (if any), the retrieval confidence that gated the raw-turn
-    fallback (None when the fallback was off) and whether it was used, and (when asked for) a
-    per-view trace of the beam search."""
+    """Hits with how they were found (what `Memory.retrieve` returns).
+
+    Attributes:
+        hits: The hits, best first.
+        weights: Per-view routing weights (view name -> weight).
+        budgets: Per-view budgets: the units each view was asked for.
+        entropies: Per-view normalised routing entropies.
+        window: The time window parsed from the query, as (start, end), or None.
+        fallback_used: Whether raw turns were brought in by the fallback.
+        confidence: The retrieval confidence that gated the raw-turn fallback (None when the
+            fallback was off).
+        traces: Per-view traces of the beam search, when `trace=True` was asked for (else empty).
+        pending_turns: Turns stored but not yet turned into units (`Memory.flush` does it).
+        filters: The `etamem.filters.UnitFilter` the search applied (None: none).
+    """
 
     hits: list[Hit]
     weights: dict[str, float]
@@ -104,8 +142,12 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class MemoryContext:
-    """The prompt-ready memory for a query (`text`, see `Memory.context`) and the hits it
-    renders, best first."""
+    """The prompt-ready memory for a query and the hits it renders (see `Memory.context_packet`).
+
+    Attributes:
+        text: The rendered memory (what `Memory.context` returns).
+        hits: The hits it renders, best first.
+    """
 
     text: str
     hits: list[Hit]
@@ -113,7 +155,14 @@ class MemoryContext:
 
 @dataclass(frozen=True)
 class StageCost:
-    """LLM accounting for one stage (extract, summarise, answer, judge)."""
+    """LLM accounting for one stage (extract, summarise, answer, judge).
+
+    Attributes:
+        calls: LLM calls made.
+        cached_calls: Of them, answered from the LLM cache.
+        prompt_tokens: Prompt tokens used.
+        completion_tokens: Completion tokens used.
+    """
 
     calls: int = 0
     cached_calls: int = 0
@@ -131,10 +180,16 @@ class StageCost:
 
 @dataclass(frozen=True)
 class Answer:
-    """An answer with the evidence that grounds it and what it cost.
+    """An answer with the evidence that grounds it and what it cost (what `Memory.answer` returns).
 
-    `llm_used` is False when no LLM is configured: `text` then holds the best evidence
-    sentences and `note` says so.
+    Attributes:
+        text: The answer; without an LLM, the best evidence sentences.
+        hits: The evidence hits.
+        llm_used: Whether an LLM wrote the answer: False when none is configured (then `note`
+            says so) or nothing is stored in the space yet.
+        note: A remark on how the answer was made ("" when none).
+        cost: What the answer's LLM calls cost, per stage (stage name -> `StageCost`; stages
+            without calls left out).
     """
 
     text: str

@@ -75,12 +75,22 @@ KIND = "langgraph"  # the store's item kind of this adapter
 
 
 class TTLNotSupportedError(NotImplementedError, ValueError):
-    """A put with a `ttl`: EtamemStore keeps items until they are deleted."""
+    """A put with a `ttl`: EtamemStore keeps items until they are deleted (a NotImplementedError and a ValueError)."""
 
 
 def space_of(namespace: tuple[str, ...]) -> str:
-    """The space of a namespace: labels percent-encoded, joined by '.' (InvalidNamespaceError
-    when a label is empty, not a string, holds '.', is not valid Unicode, or the name is too long)."""
+    """The ETAMem space of a LangGraph namespace: its labels percent-encoded, joined by '.'.
+
+    Args:
+        namespace: A non-empty tuple of string labels, e.g. `("users", "zoë")`.
+
+    Returns:
+        The space name, e.g. `users.zo%C3%AB`.
+
+    Raises:
+        InvalidNamespaceError: A label that is empty, not a string, holds '.' or is not valid
+            Unicode, or a space name over 128 characters.
+    """
     if not isinstance(namespace, tuple) or not namespace:
         raise InvalidNamespaceError(f"namespace: expected a non-empty tuple of strings, got {namespace!r}")
     validate_op_namespace(GetOp(namespace, ""))
@@ -92,7 +102,14 @@ def space_of(namespace: tuple[str, ...]) -> str:
 
 
 def namespace_of(space: str) -> tuple[str, ...]:
-    """The namespace a space name encodes (`space_of` reversed)."""
+    """The namespace a space name encodes (`space_of` reversed).
+
+    Args:
+        space: A space name made by `space_of`.
+
+    Returns:
+        The namespace, a tuple of labels.
+    """
     return tuple(unquote(label, errors="strict") for label in space.split("."))
 
 
@@ -103,9 +120,22 @@ def _now() -> str:
 class EtamemStore(BaseStore):
     """A LangGraph store over an `etamem.Memory` (see the module's docstring for the mapping).
 
-    memory: a `Memory`, or a store path / PostgreSQL URL / None (a `Memory` made here and
-    closed by `close`). fields: default LangGraph field paths of the text to index (None: the
-    value's "text", else "content"). speaker: the speaker of the turns items become."""
+    Use it as any LangGraph `BaseStore`: `put`, `get`, `delete`, `search`, `list_namespaces` and
+    their async forms, all of which go through `batch` / `abatch`. A context manager: leaving
+    `with` calls `close`. `ttl` is not supported (`supports_ttl` is False).
+
+    Args:
+        memory: A `Memory` (the caller's to close), or a store path / PostgreSQL URL / None (a
+            `Memory` made here, None: in memory, closed by `close`).
+        fields: Default LangGraph field paths of the text to index (`"memory"`, `"a.b"`,
+            `"tags[*]"`, `"$"`); a put's own `index` wins. None (default): the value's "text",
+            else its "content".
+        speaker: The speaker of the turns items become (default "user").
+
+    Raises:
+        ValueError: A `memory` of another kind, `fields` not a list of non-empty field paths, or
+            an empty `speaker`.
+    """
 
     supports_ttl = False
 
@@ -127,7 +157,25 @@ class EtamemStore(BaseStore):
 
     # --- the interface ---------------------------------------------------------------------
     def batch(self, ops: Iterable[Any]) -> list[Any]:
-        """Run LangGraph ops (GetOp, SearchOp, ListNamespacesOp, PutOp): results in op order."""
+        """Run LangGraph ops; every op is checked before any runs.
+
+        Reads see the store as it was before the batch; puts to one (namespace, key) keep the last,
+        and run after the reads.
+
+        Args:
+            ops: `GetOp`, `SearchOp`, `ListNamespacesOp` and `PutOp` (a `PutOp` with value None
+                deletes).
+
+        Returns:
+            One result per op, in op order: an `Item` or None (get), a list of `SearchItem`s (search),
+                a list of namespaces (list), None (put).
+
+        Raises:
+            ValueError: An unknown op type, a bad value, `index`, filter, limit or offset.
+            InvalidNamespaceError: A namespace that cannot name a space, or a put under the root
+                label "langgraph".
+            TTLNotSupportedError: A put with a `ttl`.
+        """
         ops = list(ops)
         for op in ops:  # every op checked before any runs
             self._check(op)
@@ -148,7 +196,17 @@ class EtamemStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Any]) -> list[Any]:
-        """`batch` in a worker thread (the event loop is not blocked)."""
+        """`batch` in a worker thread (the event loop is not blocked).
+
+        Args:
+            ops: As `batch`'s.
+
+        Returns:
+            As `batch`.
+
+        Raises:
+            ValueError: As `batch`.
+        """
         return await asyncio.to_thread(self.batch, list(ops))
 
     def close(self) -> None:

@@ -47,13 +47,29 @@ ASSISTANT_ROLES = (MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL
 
 
 def message_text(message: ChatMessage) -> str:
-    """The text of a LlamaIndex message: its text blocks joined by newlines (images, audio,
-    tool calls and thinking left out)."""
+    """The text of a LlamaIndex message: its text blocks joined by newlines.
+
+    Images, audio, tool calls and thinking are left out.
+
+    Args:
+        message: A LlamaIndex `ChatMessage`.
+
+    Returns:
+        The text ("" for none).
+    """
     return "\n".join(b.text for b in message.blocks if isinstance(b, TextBlock) and b.text.strip())
 
 
 def speaker_of(message: ChatMessage) -> str | None:
-    """`user` or `assistant` for the roles kept as turns, None for the others."""
+    """The speaker a message's role is kept as.
+
+    Args:
+        message: A LlamaIndex `ChatMessage`.
+
+    Returns:
+        "user" (user), "assistant" (assistant, chatbot, model), or None for the roles left out
+            (system, developer, tool, ...).
+    """
     if message.role in USER_ROLES:
         return "user"
     if message.role in ASSISTANT_ROLES:
@@ -64,13 +80,28 @@ def speaker_of(message: ChatMessage) -> str | None:
 class EtamemMemoryBlock(BaseMemoryBlock[str]):
     """A LlamaIndex memory block backed by an ETAMem space (see the module docstring).
 
-    memory: an `AsyncMemory` (shared: one store, one thread pool), a `Memory` (wrapped in a
-    pool of this block's; the Memory stays its owner's), or a store path / PostgreSQL URL
-    (opened here and closed by `aclose`); None keeps everything in memory.
-    space: the ETAMem space (a user's, to share it across that user's sessions).
-    top_k: memories returned per `get` (default `Config.context_top_k`).
-    user_name / assistant_name: names the extractor writes in place of `user` / `assistant`
-    ("Ana adopted a cat" rather than "The user adopted a cat").
+    Give it to `llama_index.core.memory.Memory.from_defaults(memory_blocks=[...])`: flushed
+    messages become turns of the space, and `get` returns `Memory.context` for the latest user
+    message.
+
+    Args:
+        memory: An `AsyncMemory` (shared: one store, one thread pool), a `Memory` (wrapped in a
+            pool of this block's; the Memory stays its owner's), or a store path / PostgreSQL URL
+            (opened here and closed by `aclose`); None (default) keeps everything in memory.
+            Positional only.
+        **data: The block's fields below, as keywords (`space="ana"`, `top_k=5`, ...).
+
+    Attributes:
+        name: The block's name in LlamaIndex's memory (default "etamem").
+        space: The ETAMem space the messages go to and are recalled from (a user's, to share it
+            across that user's sessions; default "default").
+        top_k: Memories returned per `get` (an integer >= 1; None: `Config.context_top_k`).
+        user_name: The name the extractor writes in place of `user` ("Ana adopted a cat" rather
+            than "The user adopted a cat"; None: `user`).
+        assistant_name: The name written in place of `assistant` (None: `assistant`).
+
+    Raises:
+        ValueError: A bad space name, `top_k` or name (pydantic's ValidationError, a ValueError).
     """
 
     name: str = Field(default="etamem", description="The name of the memory block.")
@@ -113,9 +144,17 @@ class EtamemMemoryBlock(BaseMemoryBlock[str]):
         return self._memory
 
     def chat_messages(self, messages: List[ChatMessage]) -> list[dict]:
-        """The ETAMem chat messages (`{"role", "content", ...}`) made from LlamaIndex messages:
-        user and assistant messages with text, with their LlamaIndex session id and, when
-        `additional_kwargs` has one, their timestamp."""
+        """The ETAMem chat messages made from LlamaIndex messages.
+
+        User and assistant messages with text, with `user_name` / `assistant_name` as their `name`,
+        their LlamaIndex session id and, when `additional_kwargs` has one, their timestamp.
+
+        Args:
+            messages: LlamaIndex `ChatMessage`s.
+
+        Returns:
+            Chat message dicts (`{"role", "content", ...}`) for `Memory.add`.
+        """
         out = []
         for message in messages:
             speaker, text = speaker_of(message), message_text(message)

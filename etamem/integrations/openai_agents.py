@@ -59,7 +59,14 @@ def _session_lock(memory: Memory, space: str, session_id: str) -> threading.Lock
 
 
 def item_text(item: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(speaker, text) of an item that is a user or assistant message with some text, else None."""
+    """(speaker, text) of an item that is a user or assistant message with some text.
+
+    Args:
+        item: A Responses input item (a dict).
+
+    Returns:
+        (role, text), or None for other items (other roles, function calls, no text).
+    """
     role = item.get("role")
     if role not in SPEAKER_ROLES or item.get("type", "message") != "message":
         return None
@@ -70,12 +77,19 @@ def item_text(item: Mapping[str, Any]) -> tuple[str, str] | None:
 class EtamemSession:
     """The SDK's `Session` protocol on an ETAMem store (see the module docstring).
 
-    session_id: the conversation (the SDK's session id; the turns' session id).
-    memory: an `AsyncMemory` (shared by sessions: one thread pool), a `Memory` (wrapped in a pool
-    of this session's; the Memory stays its owner's), or a store path (opened and closed by `close`).
-    space: the ETAMem space the turns go to (default: the session id); give a user's space to share
-    one memory across that user's conversations.
-    session_settings: the SDK's `SessionSettings` (its `limit` is `get_items`' default).
+    Args:
+        session_id: The conversation: the SDK's session id, and the session id of the turns made
+            from its items.
+        memory: An `AsyncMemory` (shared by sessions: one thread pool; stays open), a `Memory`
+            (wrapped in a pool of this session's; the Memory stays its owner's), or a store path
+            (opened here and closed by `close`; None: in memory).
+        space: The ETAMem space the turns go to (default None: the session id); give a user's space
+            to share one memory across that user's conversations.
+        session_settings: The SDK's `SessionSettings`, whose `limit` is `get_items`' default
+            (keyword only; default None: `SessionSettings()`).
+
+    Raises:
+        ValueError: An empty `session_id` or a bad space name.
     """
 
     def __init__(self, session_id: str, memory: AsyncMemory | Memory | str | os.PathLike | None,
@@ -103,8 +117,15 @@ class EtamemSession:
 
     # --- the Session protocol ---------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[dict]:
-        """The session's items in the order added, as added; `limit`: the latest `limit` of them
-        (default `session_settings.limit`; None: all; 0: none, as the SDK's SQLiteSession)."""
+        """The session's items in the order added, as added.
+
+        Args:
+            limit: The latest `limit` items (default None: `session_settings.limit`, and all when
+                that is unset; 0: none, as the SDK's SQLiteSession).
+
+        Returns:
+            The items (dicts).
+        """
         n = resolve_session_limit(limit, self.session_settings)
 
         def read() -> list[dict]:
@@ -117,8 +138,16 @@ class EtamemSession:
         return await self.memory.call(read)
 
     async def add_items(self, items: list[dict]) -> None:
-        """Append items (JSON-serialisable dicts, as the SDK passes them); those with user or
-        assistant text are also added to the space as turns (their units made and indexed)."""
+        """Append items; those with user or assistant text also become turns of the space.
+
+        Their units are made and indexed (`Memory.add`).
+
+        Args:
+            items: JSON-serialisable dicts, as the SDK passes them (Responses input items).
+
+        Raises:
+            ValueError: An item that is not a dict, or a bad turn (as `Memory.add`).
+        """
         if not items:
             return
         records, turns = [], []
@@ -141,8 +170,11 @@ class EtamemSession:
         await self.memory.call(write)
 
     async def pop_item(self) -> dict | None:
-        """Remove and return the latest item (None when the session is empty), with its turn and
-        the turn's units."""
+        """Remove and return the latest item, with its turn and the turn's units.
+
+        Returns:
+            The item, or None when the session is empty.
+        """
         def pop() -> dict | None:
             with self._locked():
                 records = self._records()
@@ -180,7 +212,14 @@ class EtamemSession:
 
 
 def latest_user_text(items: list[Any]) -> str | None:
-    """The text of the latest user message among Responses input items (None if there is none)."""
+    """The text of the latest user message among Responses input items.
+
+    Args:
+        items: Responses input items.
+
+    Returns:
+        Its text, or None if there is none.
+    """
     for item in reversed(items or []):
         if isinstance(item, Mapping):
             said = item_text(item)
@@ -191,9 +230,23 @@ def latest_user_text(items: list[Any]) -> str | None:
 
 def etamem_instructions(memory: AsyncMemory | Memory, space: str, base_instructions: str = "", *,
                         top_k: int | None = None):
-    """`Agent(instructions=...)` that adds to `base_instructions` the memory of `space` for the
-    run's latest user message (`Memory.context`, run in `memory`'s pool; a plain `Memory` gets a
-    pool of its own). With no user message in the turn's input: `base_instructions` alone."""
+    """`Agent(instructions=...)` that adds the memory of `space` to `base_instructions`.
+
+    At each turn it asks `Memory.context` of `space` for the run's latest user message (in
+    `memory`'s pool). With no user message in the turn's input: `base_instructions` alone.
+
+    Args:
+        memory: An `AsyncMemory`, or a `Memory` (given a pool of its own).
+        space: The ETAMem space to recall from.
+        base_instructions: The agent's own instructions, put first (default "").
+        top_k: Memories per turn (keyword only; default None: `Config.context_top_k`).
+
+    Returns:
+        (Callable): An async function `(run_context, agent) -> str` for `Agent(instructions=...)`.
+
+    Raises:
+        ValueError: A bad space name.
+    """
     amem = memory if isinstance(memory, AsyncMemory) else AsyncMemory(memory)
     space = validate_space(space)
 
