@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from etamem.kernels import max_normalise
+from etamem.kernels import max_normalise, topk
 from etamem.retrieval.lexical import LexicalIndex
 from etamem.retrieval.vector_index import VectorIndex
 
@@ -119,7 +119,7 @@ class FlatHybridIndex:
             return []
         cos = self._dense.rows(cand.tolist()) @ q
         score = (1.0 - beta) * cos + beta * bm25_norm[cand]
-        order = np.lexsort((cand, -score))[:k]
+        order = topk(score, k)  # cand ascending: ties by slot
         return [FlatResult(int(cand[o]), float(score[o]), float(cos[o]), float(bm25_norm[cand[o]]))
                 for o in order]
 
