@@ -112,7 +112,7 @@ class FlatHybridIndex:
             if beta > 0:
                 positive = np.flatnonzero(bm25_norm > 0)
                 if positive.size > pool:
-                    positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
+                    positive = topk(bm25_norm, pool)  # ties at the cut: the lower slots
                 candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
             cand = np.fromiter(sorted(candidates), dtype=np.int64)
         if not len(cand):
