@@ -112,7 +112,8 @@ class FlatHybridIndex:
             if beta > 0:
                 positive = np.flatnonzero(bm25_norm > 0)
                 if positive.size > pool:
-                    positive = topk(bm25_norm, pool)  # ties at the cut: the lower slots
+                    # argpartition, not kernels.topk: its pick among BM25 ties at the cut stays as measured
+                    positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
                 candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
             cand = np.fromiter(sorted(candidates), dtype=np.int64)
         if not len(cand):
