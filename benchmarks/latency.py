@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.latency_timing import percentiles, timed_search
 from benchmarks.workdir import work_dir
 
 
@@ -65,22 +66,6 @@ def synth(n: int, dim: int, seed: int, cluster_size: int = 50, noise: float = 0.
                      rng.integers(0, len(vocab), (n, 8)))
     texts = [" ".join(vocab[w] for w in row) for row in words]
     return centres, topic, vocab, labels, x.astype(np.float32), texts
-
-
-def percentiles(ms: list[float]) -> dict:
-    a = np.asarray(ms)
-    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean())}
-
-
-def timed_search(mem, q: str, model, space: str, top_k: int) -> tuple[float, float, float, int]:
-    """One `Memory.search` of `q`: its wall and CPU ms, then the (uncached) encoder `model` alone
-    on the same text in ms, and the number of hits."""
-    t, c = time.perf_counter(), time.process_time()
-    found = mem.search(q, space, top_k=top_k)
-    wall, cpu = 1000 * (time.perf_counter() - t), 1000 * (time.process_time() - c)
-    t = time.perf_counter()
-    model.encode([q])
-    return wall, cpu, 1000 * (time.perf_counter() - t), len(found)
 
 
 def run_child(n: int, args) -> dict:

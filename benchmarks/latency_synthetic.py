@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.latency import percentiles, timed_search
+from benchmarks.latency_timing import percentiles, timed_search
 from benchmarks.many_spaces import rss_mb
 
 TOP_K = 20

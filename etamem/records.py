@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 POLARITIES = ("negative", "neutral", "positive")
-AMU_STATUSES = ("active", "superseded", "deleted")
 
 
 class UnknownIdError(KeyError):
@@ -77,7 +76,7 @@ class AMU:
     source_turn_ids: tuple[str, ...]
     polarity: str = "neutral"
     polarity_scores: tuple[float, float, float] = (0.0, 1.0, 0.0)
-    status: str = "active"
+    status: str = "active"  # "active", "superseded" or "deleted"
     space: str = "default"
 
 

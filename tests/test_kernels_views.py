@@ -342,7 +342,7 @@ def test_exports():
     import etamem.kernels as k
 
     for name in ("softmax_entropy", "otsu_threshold", "cohesion", "ema",
-                 "spherical_kmeans", "capacity_assign", "balanced_split"):
+                 "spherical_kmeans", "capacity_assign", "balanced_split", "topk"):
         assert name in k.__all__ and callable(getattr(k, name))
     assert list(itertools.islice(k.__all__, 3)) == ["resolve_backend", "cosine_topk", "max_normalise"]
 

@@ -2,8 +2,6 @@
 questions asked of it and their gold evidence."""
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +40,3 @@ class BenchConversation:
     turns: list[dict[str, Any]]
     questions: list[BenchQuestion]
     user_turns: set[str] = field(default_factory=set)  # LongMemEval: turn-level keys
-
-    def content_hash(self) -> str:
-        blob = json.dumps(self.turns, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]

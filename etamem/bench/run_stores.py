@@ -31,6 +31,7 @@ from etamem.bench.items import CUE_SESSION_PREFIX
 from etamem.bench.metrics import rrf
 from etamem.bench.systems import SystemSpec, Unit
 from etamem.config import Config
+from etamem.kernels import topk
 from etamem.records import Hit, StageCost
 
 log = logging.getLogger(__name__)
@@ -379,7 +380,7 @@ class Workbench:
             turns, lex, dense = self._turns(conv, q)
             if spec.kind == "bm25_turns":
                 s = lex.scores_all(question)
-                order = [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:pool]]
+                order = topk(s, pool).tolist()
             else:
                 qv = self.text_encoder.encode([question])[0]
                 by_dense = [r.index for r in dense.search(qv, question, pool if spec.kind == "dense_turns"

@@ -48,6 +48,7 @@ from etamem.fta.units import (
     initial_lifecycle,
     retrieval_text,
 )
+from etamem.kernels import topk
 from etamem.records import AMU, Turn
 from etamem.retrieval import turn_text
 from etamem.store.sql import UnitExtras
@@ -219,7 +220,7 @@ class FTABuilder:
             return []
         mats = [m for m in (older_vecs, batch.text_vecs[:i]) if len(m)]
         sims = np.concatenate(mats) @ vec
-        top = np.argsort(-sims, kind="stable")[:LINK_POOL]
+        top = topk(sims, LINK_POOL)
         return [ids[j] for j in top.tolist() if sims[j] >= self.config.fta_link_floor - 0.2]
 
 

@@ -61,6 +61,7 @@ import numpy as np
 from etamem.fta import rules
 from etamem.fta.links import INVERSE, RELATIONS
 from etamem.fta.units import FTAUnit, anchors_of
+from etamem.kernels import topk
 from etamem.records import POLARITIES
 from etamem.retrieval.temporal import TimeWindow, is_when_question, parse_time_window
 
@@ -342,7 +343,7 @@ def rank(q_vec: np.ndarray, vecs: np.ndarray, units: Sequence[FTAUnit], features
     if beta > 0:
         score = (1.0 - beta) * score + beta * lex
     idx = np.flatnonzero(score >= tau)
-    order = idx[np.lexsort((idx, -score[idx]))][:k]
+    order = idx[topk(score[idx], k)]
     return [Scored(int(i), float(score[i]), float(cos[i]), cues.get(int(i)), float(lex[i])) for i in order]
 
 

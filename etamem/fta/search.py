@@ -52,6 +52,7 @@ from etamem.fta.units import (
     retrieval_text,
     third_person_sentence,
 )
+from etamem.kernels import topk
 from etamem.records import AMU, Answer, Hit, SearchResult, Turn
 from etamem.retrieval import amu_search_text
 
@@ -166,13 +167,13 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
         return SearchResult([], {"fta": 1.0}, {"fta": k}, {}, pending_turns=pending)
     q = np.asarray(q_vec, np.float32)
     pool = max(config.candidate_pool, 4 * k)
-    top = np.argsort(-(vecs @ q), kind="stable")[:pool].tolist() if ids else []
+    top = topk(vecs @ q, pool).tolist() if ids else []
     beta = config.fta_bm25_weight
     lexical = None
     if beta > 0 and ids:
         lexical = np.asarray(live.index.amu_lex.scores_all(query), np.float64)[slots]
         matched = np.flatnonzero(lexical > 0)
-        best = matched[np.lexsort((matched, -lexical[matched]))][:pool].tolist()
+        best = matched[topk(lexical[matched], pool)].tolist()
         top = list(dict.fromkeys(top + best))  # the cosine pool, then the BM25 pool's others
     units = load_units(store, space, [ids[j] for j in top])
     top = [j for j in top if ids[j] in units]

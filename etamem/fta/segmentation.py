@@ -51,8 +51,7 @@ TRIGGERS = (
     "new_person_or_relationship", "problem_to_support_transition", "support_strategy_transition",
     "homework_or_plan_creation", "correction_or_contradiction", "risk_signal", "unknown",
 )
-# ... and the ones that only this module writes.
-OWN_TRIGGERS = ("time_gap", "window", "turn_pair", "max_carry")
+# ... and the ones that only this module writes: time_gap, window, turn_pair, max_carry.
 
 
 @dataclass(frozen=True)

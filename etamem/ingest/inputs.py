@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -275,10 +275,6 @@ def with_metadata(extra: Mapping[str, Any], metadata: Any, where: str) -> Mappin
 def normalise_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, **kwargs: Any) -> list[Turn]:
     """The turns of `read_turns(items, space, **kwargs)` (same checks and defaults)."""
     return read_turns(items, space, **kwargs).turns
-
-
-def with_space(turn: Turn, space: str) -> Turn:
-    return turn if turn.space == space else replace(turn, space=space)
 
 
 MAX_TOP_K = 10_000  # a search returns at most this many hits

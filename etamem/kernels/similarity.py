@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from etamem.kernels.backend import resolve_backend
+from etamem.kernels.ranking import stable_head, topk
 
 
 def cosine_topk(queries: np.ndarray, keys: np.ndarray, k: int, *, backend: str = "auto",
@@ -26,22 +27,14 @@ def cosine_topk(queries: np.ndarray, keys: np.ndarray, k: int, *, backend: str =
     kind = resolve_backend(backend, size=q.shape[0] * n * x.shape[1])
     if kind == "numpy":
         sims = q @ x.T
-        if k < n:
-            part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        else:
-            part = np.tile(np.arange(n), (q.shape[0], 1))
-        part_scores = np.take_along_axis(sims, part, axis=1)
-        # stable order: by descending score, then ascending index
-        order = np.lexsort((part, -part_scores), axis=1)
-        idx = np.take_along_axis(part, order, axis=1)
-        return np.take_along_axis(sims, idx, axis=1).astype(np.float32), idx.astype(np.int64)
+        idx = topk(sims, k, backend="numpy")
+        return np.take_along_axis(sims, idx, axis=1).astype(np.float32), idx
     import torch
 
     device = "cuda" if kind == "torch-cuda" else "cpu"
-    tq = torch.from_numpy(q).to(device)
-    tx = torch.from_numpy(x).to(device)
-    sims = tq @ tx.T
-    scores, idx = torch.topk(sims, k, dim=1, largest=True, sorted=True)
+    sims = torch.from_numpy(q).to(device) @ torch.from_numpy(x).to(device).T
+    idx = stable_head(-sims, k)
+    scores = torch.gather(sims, 1, idx)
     return scores.cpu().numpy().astype(np.float32), idx.cpu().numpy().astype(np.int64)
 
 

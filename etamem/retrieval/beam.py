@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from etamem.kernels import topk
 from etamem.retrieval.lexical import LexicalIndex, minmax
 
 
@@ -116,7 +117,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
         cos = view.centroids(cand) @ qvec
         bm_raw = view.node_lex.scores_for([view.node_row(c) for c in cand], query_tokens_nodes)
         score, bm = hybrid(cos, bm_raw, beta, node_norm)
-        order = np.lexsort((np.arange(len(cand)), -score))[:beam]
+        order = topk(score, beam)
         if trace is not None:
             trace.levels.append([(str(cand[i]), float(score[i]), float(cos[i]), float(bm[i])) for i in order])
         done = all(view.is_leaf(cand[i]) for i in order)
@@ -134,7 +135,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
     bm_raw = view.amu_lex.scores_for(rows, query_tokens_amus)
     if context is not None and context_share > 0 and len(rows) > max(context_rows, k):
         plain, _ = hybrid(cos, bm_raw, beta, amu_norm)
-        keep = np.sort(np.lexsort((np.arange(len(rows)), -plain))[:max(context_rows, k)])
+        keep = np.sort(topk(plain, max(context_rows, k)))
         rows, cos, bm_raw = [rows[i] for i in keep], cos[keep], bm_raw[keep]
     ids = view.amu_ids(rows)
     score, bm = contextual(cos, bm_raw, ids, context, context_share, beta, amu_norm)

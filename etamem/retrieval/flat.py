@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from etamem.kernels import max_normalise
+from etamem.kernels import max_normalise, topk
 from etamem.retrieval.lexical import LexicalIndex
 from etamem.retrieval.vector_index import VectorIndex
 
@@ -112,6 +112,7 @@ class FlatHybridIndex:
             if beta > 0:
                 positive = np.flatnonzero(bm25_norm > 0)
                 if positive.size > pool:
+                    # argpartition, not kernels.topk: its pick among BM25 ties at the cut stays as measured
                     positive = np.argpartition(-bm25_norm, pool - 1)[:pool]
                 candidates.update(int(i) for i in positive if bm25_norm[i] > 0)
             cand = np.fromiter(sorted(candidates), dtype=np.int64)
@@ -119,7 +120,7 @@ class FlatHybridIndex:
             return []
         cos = self._dense.rows(cand.tolist()) @ q
         score = (1.0 - beta) * cos + beta * bm25_norm[cand]
-        order = np.lexsort((cand, -score))[:k]
+        order = topk(score, k)  # cand ascending: ties by slot
         return [FlatResult(int(cand[o]), float(score[o]), float(cos[o]), float(bm25_norm[cand[o]]))
                 for o in order]
 

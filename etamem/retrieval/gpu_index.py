@@ -82,7 +82,7 @@ class GpuFlat:
         keep = ids >= 0
         keep[keep] = live[ids[keep]]
         ids, sims = ids[keep], sims[keep]
-        order = np.lexsort((ids, -sims))[:k]
+        order = np.lexsort((ids, -sims))[:k]  # not kernels.topk: ties go by slot, not by FAISS order
         return ids[order], sims[order]
 
 

@@ -10,8 +10,8 @@ or replaced slot is a tombstone until the next compaction.
 Modes:
 - "exact" while live keys <= `exact_max` (None: always). Upsert of a known key overwrites its row
   (O(dim)); remove tombstones the slot. Search is one float32 matrix-vector product over the used
-  slots, dead slots at -inf, top k by argpartition then a sort on (-sim, slot), so ties go by slot
-  order and results equal brute force exactly.
+  slots, dead slots at -inf, top k by `kernels.topk` (a partition, then a sort on (-sim, slot)), so ties
+  go by slot order and results equal brute force exactly.
 - "hnsw" above `exact_max`: a faiss `IndexHNSWFlat` (inner product) whose ids are the slots (faiss ids
   are insertion order, so faiss id == slot always). HNSW cannot remove, so upsert of a known key
   tombstones its old slot and appends a new one; search over-fetches (growing until k live hits or
@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from etamem.kernels import topk
 from etamem.live.npy_files import load_npy
 from etamem.retrieval.gpu_index import DEVICES, GpuFlat, use_gpu
 
@@ -147,12 +148,9 @@ class VectorIndex:
                 return found
         sims = self._vecs[: self._n] @ q
         sims[~self._live[: self._n]] = -np.inf
-        if k < self._n:  # every slot scoring at least the k-th best, so ties at the cut go by slot
-            kth = sims[np.argpartition(-sims, k - 1)[k - 1]]
-            cand = np.flatnonzero(sims >= kth)
-        else:
-            cand = np.arange(self._n)
-        cand = cand[np.lexsort((cand, -sims[cand]))][:k]
+        cand = topk(sims, k, backend="numpy")  # on CPU: `set_device` decides where searches run
+        if k < self._n and np.isnan(sims[cand[-1]]):  # a NaN k-th score (NaN query) keeps nothing, as ever
+            cand = cand[:0]
         return cand, sims[cand]
 
     def _search_gpu(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -183,7 +181,7 @@ class VectorIndex:
         if keep.sum() < k:  # graph missed live slots even at fetch = n: exact scan instead
             return self._search_exact(q, k)
         ids, sims = ids[keep], sims[keep]
-        order = np.lexsort((ids, -sims))[:k]
+        order = np.lexsort((ids, -sims))[:k]  # not kernels.topk: ties go by slot, not by graph order
         return ids[order], sims[order]
 
     # -- writes -------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from etamem.kernels import topk
+
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
 FORMAT_VERSION = 6  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
 # 5: vector-cache keys scoped by space (the cache of older stores is emptied), space epochs,
@@ -165,5 +167,4 @@ def top_cosine(ids: list[str], matrix: np.ndarray, query: np.ndarray, k: int) ->
         raise ValueError(f"vector: dimension {q.shape[0]}, the stored vectors have {matrix.shape[1]}")
     norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
     sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
-    best = np.argsort(-sims, kind="stable")[:k]
-    return [(ids[i], float(sims[i])) for i in best]
+    return [(ids[i], float(sims[i])) for i in topk(sims, k).tolist()]

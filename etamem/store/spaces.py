@@ -158,15 +158,6 @@ class SpaceRows:
         rows = self._query("SELECT ended FROM sessions WHERE space=? AND session_id=?", (space, session_id))
         return None if not rows else not rows[0][0]
 
-    def existing_turn_ids(self, space: str, turn_ids: list[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(turn_ids), 500):
-            chunk = turn_ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._query(f"SELECT turn_id FROM turns WHERE space=? AND turn_id IN ({marks})", [space, *chunk])
-            found.update(r[0] for r in rows)
-        return found
-
     def insert_turns(self, turns: list[Turn], first_seq: int) -> None:
         """Write raw turns (durable before extraction) and register their sessions."""
         with self.transaction() as cur:

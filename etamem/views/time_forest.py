@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from etamem.kernels import topk
+
 LEVELS = ("month", "week", "day", "session")
 
 
@@ -182,7 +184,7 @@ class TimeForest:
         if not cands:
             return []
         sims = np.stack([self.vectors[a] for a in cands]) @ node.centroid()
-        return [cands[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
+        return [cands[i] for i in topk(sims, self.summary_reps).tolist()]
 
     def maintain(self, summariser=None) -> dict[str, int]:
         """Refresh month/week/day summaries that are new or whose pending reached delta."""

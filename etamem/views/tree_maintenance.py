@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from etamem.kernels import balanced_split, cohesion_from_sum
+from etamem.kernels import balanced_split, cohesion_from_sum, topk
 
 Summariser = Callable[[list[str], list[str]], str]  # (child summaries, representative texts) -> summary
 QUOTES_CAP = 512  # units an LLM summary's record of what it may quote holds; past it: anything
@@ -278,7 +278,7 @@ class TreeMaintenance:
         if not rows:
             return []
         sims = self.X[rows] @ self.cent[nid]
-        return [rows[i] for i in np.argsort(-sims, kind="stable")[: self.summary_reps]]
+        return [rows[i] for i in topk(sims, self.summary_reps).tolist()]
 
     def _refresh_summaries(self, depth: dict[int, int], summariser: Summariser | None) -> None:
         """Deepest first over the nodes of `depth` (node -> depth): representatives and
