@@ -58,8 +58,6 @@ class Engine:
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
-        self._fta = None  # etamem.fta.builder.FTABuilder, built on the first FTA write
-        self._supersession, self._supersession_resolved = None, False  # etamem.facts.supersession classifier
         self._live: LiveTable[LiveSpace] = LiveTable(self.config.max_live_spaces, self.config.max_live_bytes,
                                                      size=LiveSpace.nbytes)
         self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
@@ -139,38 +137,6 @@ class Engine:
                     self._extractor = rule
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
-
-    @property
-    def supersession(self):
-        """The classifier of `supersedes` links between AMUs (`etamem.facts.supersession`), None when
-        `Config.supersession` is "off"."""
-        with self._lock:
-            if not self._supersession_resolved:
-                from etamem.facts.supersession import LLMSupersession, RuleSupersession
-
-                mode, rules = self.config.supersession, RuleSupersession(self.config.supersession_floor)
-                if mode == "llm" and self.llm is None:
-                    raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
-                use_llm = mode == "llm" or (mode == "auto" and self.llm is not None)
-                if mode != "off" and not use_llm and self.config.supersession_slots:
-                    from etamem.facts.slots import SlotSupersession
-
-                    rules = SlotSupersession(self.text_encoder, rules)
-                self._supersession = None if mode == "off" else (
-                    LLMSupersession(self.llm, rules, temperature=self.config.fta_construction_temperature)
-                    if use_llm else rules)
-                self._supersession_resolved = True
-            return self._supersession
-
-    @property
-    def fta(self):
-        """The FTA-Mem construction components (`etamem.fta.builder.FTABuilder`) of this Memory."""
-        with self._lock:
-            if self._fta is None:
-                from etamem.fta.builder import FTABuilder
-
-                self._fta = FTABuilder(self.config, self.text_encoder, self.affect_tagger, self.llm)
-            return self._fta
 
     @contextmanager
     def _timed(self, stage: str):

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from etamem import tenancy, writing
+from etamem.construction import UNITS_KEY
 from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
 from etamem.filters import Filters, resolve_filters
@@ -28,7 +29,18 @@ from etamem.ingest.inputs import validate_query, validate_top_k
 from etamem.ingest.timeparse import parse_timestamp
 from etamem.live import derived
 from etamem.live.space import LiveSpace
-from etamem.records import AMU, Answer, Hit, MemoryContext, SearchResult, Turn, UnknownIdError, UnknownSpaceError
+from etamem.method import stored_units
+from etamem.records import (
+    AMU,
+    Answer,
+    Hit,
+    Link,
+    MemoryContext,
+    SearchResult,
+    Turn,
+    UnknownIdError,
+    UnknownSpaceError,
+)
 from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
 from etamem.threads import blas_threads
 from etamem.views import SpaceViews
@@ -190,9 +202,8 @@ class Memory(Engine):
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            from etamem.fta.builder import forget_extras
-
-            extras = forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
+            units_kind = stored_units(self.method, self.store.get_space_meta(space, UNITS_KEY))
+            extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
                                    plan.cache_keys, extras)
@@ -318,10 +329,9 @@ class Memory(Engine):
         supersedes / updates / contradicts / followup_of links, each an `etamem.fta.FTAUnit`
         with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
         space = self._known_space(space)
-        if self.store.unit_fields(space, [unit_id]):
-            from etamem.fta.builder import unit_history
-
-            return unit_history(self.store, space, unit_id)
+        own = stored_units(self.method, self.store.get_space_meta(space, UNITS_KEY)).history(self.store, space, unit_id)
+        if own is not None:  # FTA units: their relation links
+            return own
         from etamem.facts.current_first import versions
 
         try:
@@ -332,10 +342,8 @@ class Memory(Engine):
 
     def links(self, space: str = "default", unit_id: str | None = None) -> list:
         """The relation links of the space (those touching `unit_id`), oldest first, as
-        `etamem.fta.Link` (from the newer unit to the older one, with a confidence): FTA-Mem's
-        relations, and `supersedes` between AMUs."""
-        from etamem.fta.links import Link
-
+        `etamem.records.Link` (also `etamem.fta.Link`: from the newer unit to the older one, with a
+        confidence): FTA-Mem's relations, and `supersedes` between AMUs."""
         space = self._known_space(space)
         return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
 

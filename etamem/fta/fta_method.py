@@ -2,23 +2,59 @@
 views can also search (`units="fta"`)."""
 from __future__ import annotations
 
+import threading
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from etamem.context import render_context
 from etamem.records import Answer, Hit, SearchResult
 from etamem.threads import blas_threads
 
+if TYPE_CHECKING:
+    from etamem.engine import Engine
+    from etamem.live.space import LiveSpace
+
 
 class FTAUnits:
     """Turns made into FTA units by boundary-aware segmentation, linked to the space's units
-    (`etamem.fta.builder.build_and_link`; the segment of a running session stays pending)."""
+    (`etamem.fta.builder.build_and_link`; the segment of a running session stays pending), with
+    the builder (`etamem.fta.builder.FTABuilder`) made on the first write from the engine's models."""
 
     kind = "fta"
 
-    def build(self, engine, live, turns, complete):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._builder = None
+
+    def builder(self, engine: Engine):
+        """The FTA-Mem construction components (`etamem.fta.builder.FTABuilder`) of this method."""
+        with self._lock:
+            if self._builder is None:
+                from etamem.fta.builder import FTABuilder
+
+                self._builder = FTABuilder(engine.config, engine.text_encoder, engine.affect_tagger, engine.llm)
+            return self._builder
+
+    def build(self, engine: Engine, live: LiveSpace, turns, complete):
         from etamem.fta.builder import build_and_link
 
-        return build_and_link(engine.fta, engine.store, live, turns, complete, engine.config, engine._timed)
+        return build_and_link(self.builder(engine), engine.store, live, turns, complete, engine.config,
+                              engine._timed)
+
+    def forget_extras(self, store, space: str, units, dropped, rewritten):
+        """What forgetting changes in the space's other FTA rows (`etamem.fta.builder.forget_extras`)."""
+        from etamem.fta.builder import forget_extras
+
+        return forget_extras(store, space, units, dropped, rewritten)
+
+    def history(self, store, space: str, unit_id: str) -> list | None:
+        """The versions of a stored FTA unit (`etamem.fta.builder.unit_history`: `FTAUnit`s with
+        their lifecycle); None when `unit_id` is no FTA unit of the space."""
+        if not store.unit_fields(space, [unit_id]):
+            return None
+        from etamem.fta.builder import unit_history
+
+        return unit_history(store, space, unit_id)
 
 
 class FTAMethod:
