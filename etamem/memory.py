@@ -21,7 +21,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from etamem import tenancy, writing
-from etamem.construction import UNITS_KEY
 from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
 from etamem.filters import Filters, resolve_filters
@@ -202,7 +201,7 @@ class Memory(Engine):
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            units_kind = stored_units(self.method, self.store.get_space_meta(space, UNITS_KEY))
+            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
             extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
@@ -329,7 +328,7 @@ class Memory(Engine):
         supersedes / updates / contradicts / followup_of links, each an `etamem.fta.FTAUnit`
         with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
         space = self._known_space(space)
-        own = stored_units(self.method, self.store.get_space_meta(space, UNITS_KEY)).history(self.store, space, unit_id)
+        own = stored_units(self.method, self.store, space).history(self.store, space, unit_id)
         if own is not None:  # FTA units: their relation links
             return own
         from etamem.facts.current_first import versions
@@ -368,7 +367,7 @@ class Memory(Engine):
         """`hits` (as many) with the space's best raw turns fused in by the fallback policy
         (`fallback_fusion`), whatever the confidence: what `answer` asks again with when the
         LLM says the memories lack the answer."""
-        from etamem.retrieval.views_method import with_raw_turns
+        from etamem.answering import with_raw_turns
 
         return with_raw_turns(self, question, hits, space)
 
@@ -412,9 +411,9 @@ class Memory(Engine):
     def time_summaries(self, space: str, hits: list[Hit]) -> str:
         """Summaries of the day and week nodes the hits' sessions hang under, oldest first (the
         Time view's part of an answer prompt)."""
-        from etamem.retrieval.views_method import time_summaries
+        from etamem.answering import space_time_summaries
 
-        return time_summaries(self, space, hits)
+        return space_time_summaries(self, space, hits)
 
     def reindex(self) -> dict[str, dict]:
         """Re-encode every space of the store with this Memory's text encoder and affect tagger

@@ -85,11 +85,13 @@ def make_units(kind: str) -> Units:
     return AMUUnits()
 
 
-def stored_units(method: Method, stored_kind: str | None) -> Units:
-    """The units of a space holding `stored_kind` units (its recorded kind; None: none recorded,
-    AMUs): `method.units` when they are of that kind, else a new object of that kind (to read or
-    forget the space's rows; it builds nothing)."""
-    kind = stored_kind or "amu"
+def stored_units(method: Method, store: Any, space: str) -> Units:
+    """The units of `space` by the kind its store records (none recorded: AMUs): `method.units`
+    when they are of that kind, else a new object of that kind (to read or forget the space's
+    rows; it builds nothing)."""
+    from etamem.construction import UNITS_KEY
+
+    kind = store.get_space_meta(space, UNITS_KEY) or "amu"
     return method.units if method.units.kind == kind else make_units(kind)
 
 

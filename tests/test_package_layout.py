@@ -69,6 +69,17 @@ def test_no_arrow_runs_from_the_core_into_a_face_or_from_etamem_into_fta(deferre
     assert wrong_arrows(edges(modules(), deferred=deferred)) == []
 
 
+METHOD_MODULES = ("etamem.retrieval.views_method", "etamem.fta.")
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_the_facade_and_the_engine_import_neither_method(deferred):
+    """`Memory` and `Engine` reach a method only through `etamem.method` (the protocol)."""
+    graph = edges(modules(), deferred=deferred)
+    assert [(a, b) for a in ("etamem.memory", "etamem.engine") for b in sorted(graph.get(a, ()))
+            if b.startswith(METHOD_MODULES)] == []
+
+
 def test_the_arrow_check_sees_a_wrong_arrow():
     graph = {"etamem.memory": {"etamem.cli.commands"}, "etamem.engine": {"etamem.fta.builder"},
              "etamem.method": {"etamem.fta.fta_method"}, "etamem.cli.commands": {"etamem.memory", "etamem.fta.links"},
