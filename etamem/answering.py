@@ -96,19 +96,19 @@ def with_raw_turns(engine: Engine, question: str, hits: list[Hit], space: str, f
     from etamem.context import with_sources
     from etamem.retrieval import with_fallback
 
-    live = engine._space(engine._known_space(space))
-    with engine._scoped(live.name):
-        q_text = engine._encode_query(question)  # models run outside the space's locks
+    live = engine.live_space(engine.known_space(space))
+    with engine.scoped(live.name):
+        q_text = engine.encode_query(question)  # models run outside the space's locks
     with live.rw.read():
         allowed = None if filters is None else filters.turn_mask(live.turns.turns)
         fused = with_fallback(hits, live.turns, question, q_text, len(hits), engine.config, live.name,
                               allowed=allowed)
-    return with_sources(fused, lambda ids: engine._turns_by_id(live.name, ids))
+    return with_sources(fused, lambda ids: engine.turns_by_id(live.name, ids))
 
 
 def space_time_summaries(engine: Engine, space: str, hits: list[Hit]) -> str:
     """Summaries of the day and week nodes the hits' sessions hang under in the space's Time
     view, oldest first (`time_summaries`; `Memory.time_summaries`)."""
-    live = engine._space(engine._name(space))
+    live = engine.live_space(engine.space_name(space))
     with live.rw.read():
         return time_summaries(live.views.time, hits)

@@ -85,11 +85,11 @@ class AMUUnits:
 
     def build(self, engine: Engine, live: LiveSpace, turns: list[Turn], complete: bool):
         units, text_vecs, affect_vecs, turn_vecs = build_units(
-            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine._timed)
+            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
         classifier = self.supersession(engine)
         if classifier is None or not units:
             return turns, units, text_vecs, affect_vecs, turn_vecs, None
-        with engine._timed("links"):
+        with engine.timed("links"):
             links = supersession_links(live, units, text_vecs, classifier, engine.config.supersession_floor)
         return turns, units, text_vecs, affect_vecs, turn_vecs, UnitExtras(links=links) if links else None
 

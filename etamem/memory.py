@@ -60,7 +60,7 @@ class Memory(Engine):
 
     def views(self, space: str = "default") -> SpaceViews:
         """The Event / Affect / Time views of a space (loaded from the store on first use)."""
-        return self._space(self._name(space)).views
+        return self.live_space(self.space_name(space)).views
 
     def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
             space: str = "default") -> list[AMU]:
@@ -91,12 +91,12 @@ class Memory(Engine):
     def flush(self, space: str = "default") -> list[AMU]:
         """Process the space's pending turns (after the LLM was unreachable or a model failed);
         returns the new units."""
-        with self._writing(self._known_space(space)) as live:
+        with self.writing_to(self.known_space(space)) as live:
             return writing.process_pending(self, live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance); returns their ids."""
-        with self._writing(self._known_space(space)) as live:
+        with self.writing_to(self.known_space(space)) as live:
             writing.process_pending(self, live.name, live, complete=set(self.store.open_sessions(live.name)))
             waiting = {t.session_id for t in self.store.turns(live.name, pending_only=True)}  # e.g. LLM down
             open_ids = [s for s in self.store.open_sessions(live.name) if s not in waiting]
@@ -112,7 +112,7 @@ class Memory(Engine):
         counters), `unavailable` (times extraction was deferred because the LLM gave no reply)
         and this space's `pending_turns`; `input`: control characters replaced in the space's turn
         texts and chat messages skipped (no text, system roles), since the space was made."""
-        live = self._space(self._known_space(space))
+        live = self.live_space(self.known_space(space))
         try:
             extractor = self.extractor  # the one writes use (built if needed: no model call)
         except ValueError:  # extractor="llm" without a model: writes would raise the same
@@ -143,7 +143,7 @@ class Memory(Engine):
         generation the derived files on disk hold, None if not written or stale), their sizes,
         `routing_modes` / `turn_index_mode` ("exact" or "hnsw") and `bm25_stemmer`, the stemmer
         their BM25 tokens were built with."""
-        live = self._space(self._known_space(space))
+        live = self.live_space(self.known_space(space))
         with live.rw.read():
             return {"generation": live.generation, "saved": live.saved_generation,
                     "amus": len(live.index.amu_of), "turns": len(live.turns),
@@ -156,7 +156,7 @@ class Memory(Engine):
         if absent."""
         from etamem.facts.current_first import with_status
 
-        space = self._known_space(space)
+        space = self.known_space(space)
         found = self.store.amus(space, status=None, amu_ids=[amu_id])
         if not found:
             raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
@@ -168,7 +168,7 @@ class Memory(Engine):
         and retrievable like the others)."""
         from etamem.facts.current_first import with_status
 
-        space = self._known_space(space)
+        space = self.known_space(space)
         if status not in (None, "active", "superseded"):
             raise ValueError(f"status: expected 'active', 'superseded' or None, got {status!r}")
         units = with_status(self.store.amus(space), self.store.unit_links(space))
@@ -176,7 +176,7 @@ class Memory(Engine):
 
     def turns(self, space: str = "default", turn_ids: list[str] | None = None) -> list[Turn]:
         """Raw stored turns of a space in arrival order."""
-        return self.store.turns(self._known_space(space), turn_ids=turn_ids)
+        return self.store.turns(self.known_space(space), turn_ids=turn_ids)
 
     def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
         """Forget: one unit (`amu_id`), one turn and every unit drawn from it (`turn_id`), or,
@@ -193,8 +193,8 @@ class Memory(Engine):
 
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
-        space = self._known_space(space)
-        with self._writing(space) as live:
+        space = self.known_space(space)
+        with self.writing_to(space) as live:
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
             units, sources = forget_targets(self.store, space, amu_id, turn_id)
@@ -272,10 +272,10 @@ class Memory(Engine):
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         unit_filter = resolve_filters(filters, self.config.default_timezone)
-        name = self._name(space)
+        name = self.space_name(space)
 
         def run() -> SearchResult:
-            with self._scoped(name):
+            with self.scoped(name):
                 return self.method.search(self, query, space, k, when, views=views, routing=routing,
                                           fallback=fallback, trace=trace, filters=unit_filter)
 
@@ -308,12 +308,12 @@ class Memory(Engine):
                                  lambda ids: {a.amu_id: a for a in self.store.amus(name, amu_ids=ids)},
                                  windowed=result.window is not None,
                                  turn_units=lambda ids: self._turn_units(name, ids))
-        return replace(result, hits=with_sources(hits, lambda ids: self._turns_by_id(space, ids)))
+        return replace(result, hits=with_sources(hits, lambda ids: self.turns_by_id(space, ids)))
 
     def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
         """The ids among `unit_ids` of stored units that `unit_filter` lets through."""
         units = self.store.amus(space, status=None, amu_ids=list(dict.fromkeys(unit_ids))) if unit_ids else []
-        turns = self._turns_by_id(space, list(dict.fromkeys(t for u in units for t in u.source_turn_ids)))
+        turns = self.turns_by_id(space, list(dict.fromkeys(t for u in units for t in u.source_turn_ids)))
         return {u.amu_id for u in units if unit_filter.unit(u, turns.get)}
 
     def _turn_units(self, space: str, turn_ids: list[str]) -> dict[str, list[str]]:
@@ -327,7 +327,7 @@ class Memory(Engine):
         whether it is current ("active") or "superseded". FTA units: the units joined by
         supersedes / updates / contradicts / followup_of links, each an `etamem.fta.FTAUnit`
         with its lifecycle status. UnknownIdError when the space holds no unit `unit_id`."""
-        space = self._known_space(space)
+        space = self.known_space(space)
         own = stored_units(self.method, self.store, space).history(self.store, space, unit_id)
         if own is not None:  # FTA units: their relation links
             return own
@@ -343,7 +343,7 @@ class Memory(Engine):
         """The relation links of the space (those touching `unit_id`), oldest first, as
         `etamem.records.Link` (also `etamem.fta.Link`: from the newer unit to the older one, with a
         confidence): FTA-Mem's relations, and `supersedes` between AMUs."""
-        space = self._known_space(space)
+        space = self.known_space(space)
         return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
@@ -353,15 +353,15 @@ class Memory(Engine):
         the best evidence sentences with a note saying no LLM is configured. If the LLM says
         the memories lack the answer, it is asked once more with raw turns added (those `filters`
         lets through: the evidence is the filtered retrieval's, see `retrieve`)."""
-        with self._scoped(self._name(space)):  # the answer's LLM cache entries belong to the space
+        with self.scoped(self.space_name(space)):  # the answer's LLM cache entries belong to the space
             return self._answer(question, space, now, top_k, filters)
 
     def _answer(self, question: str, space: str, now, top_k: int | None, filters=None) -> Answer:
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         result = self.retrieve(question, space=space, top_k=top_k, now=when, filters=filters)
-        if not result.hits and not self.store.has_space(self._name(space)):
+        if not result.hits and not self.store.has_space(self.space_name(space)):
             return Answer("No memories found.", [], False, "nothing is stored in this space yet")
-        return self.method.answer(self, question, self._known_space(space), result, when)
+        return self.method.answer(self, question, self.known_space(space), result, when)
 
     def with_raw_turns(self, question: str, hits: list[Hit], space: str = "default") -> list[Hit]:
         """`hits` (as many) with the space's best raw turns fused in by the fallback policy
@@ -387,7 +387,7 @@ class Memory(Engine):
         k = self.config.context_top_k if top_k is None else validate_top_k(top_k)
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         hits = self.retrieve(query, space, top_k=k, now=when, filters=filters).hits
-        return MemoryContext(self.method.context(self, self._name(space), hits, when), hits)
+        return MemoryContext(self.method.context(self, self.space_name(space), hits, when), hits)
 
     def warm(self) -> "Memory":
         """Load the models now (text encoder, affect tagger, extractor, the LLM client) and the
@@ -400,7 +400,7 @@ class Memory(Engine):
 
         from etamem.retrieval.lexical import splitter
 
-        self._encode_queries(["warm up"])
+        self.encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
         splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
