@@ -1,12 +1,17 @@
 """Grounded answers: a context packet from hits and source turns, rendered into the answer
-prompt for the configured style; without an LLM, the best evidence sentences."""
+prompt for the configured style; without an LLM, the best evidence sentences. `with_raw_turns`
+and `space_time_summaries` read a space of the engine for them (whichever method searches it)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from etamem.ingest.timeparse import format_date
 from etamem.models.prompt_files import render_prompt
 from etamem.records import Answer, Hit, StageCost, Turn
+
+if TYPE_CHECKING:
+    from etamem.engine import Engine
 
 NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
@@ -80,3 +85,30 @@ def time_summaries(forest, hits: list[Hit]) -> str:
                 keys.append(up)
     lines = [f"{k[2:]}: {forest.nodes[k].summary}" for k in keys if forest.nodes[k].summary]
     return "\n".join(lines)
+
+
+# --- over a space of the engine (any kind of units): what an answer asks again with, and the Time view's part
+def with_raw_turns(engine: Engine, question: str, hits: list[Hit], space: str, filters=None) -> list[Hit]:
+    """`hits` (as many) with the space's best raw turns fused in by the fallback policy
+    (`fallback_fusion`), whatever the confidence; only turns `filters` (an
+    `etamem.filters.UnitFilter`) lets through when given (`Memory.with_raw_turns`, and ETAMem's
+    answer when the LLM says the memories lack the answer)."""
+    from etamem.context import with_sources
+    from etamem.retrieval import with_fallback
+
+    live = engine.live_space(engine.known_space(space))
+    with engine.scoped(live.name):
+        q_text = engine.encode_query(question)  # models run outside the space's locks
+    with live.rw.read():
+        allowed = None if filters is None else filters.turn_mask(live.turns.turns)
+        fused = with_fallback(hits, live.turns, question, q_text, len(hits), engine.config, live.name,
+                              allowed=allowed)
+    return with_sources(fused, lambda ids: engine.turns_by_id(live.name, ids))
+
+
+def space_time_summaries(engine: Engine, space: str, hits: list[Hit]) -> str:
+    """Summaries of the day and week nodes the hits' sessions hang under in the space's Time
+    view, oldest first (`time_summaries`; `Memory.time_summaries`)."""
+    live = engine.live_space(engine.space_name(space))
+    with live.rw.read():
+        return time_summaries(live.views.time, hits)

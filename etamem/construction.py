@@ -5,8 +5,9 @@ its result to the live space, which updates the views, the indexes and the store
 """
 from __future__ import annotations
 
+import threading
 from contextlib import AbstractContextManager
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from etamem.models.llm import cache_refs
 from etamem.records import AMU, Turn
 from etamem.retrieval import turn_text
 from etamem.store.schema import UnitExtras
+
+if TYPE_CHECKING:
+    from etamem.engine import Engine
+    from etamem.live.space import LiveSpace
 
 CONTEXT_TURNS = 4  # earlier turns of the session given to the extractor with each turn
 UNITS_KEY = "units"  # space meta: "amu" | "fta", the kind of units the space's writes build
@@ -60,19 +65,61 @@ def build_units(turns: list[Turn], space: str, extractor, text_encoder, affect_t
 
 
 class AMUUnits:
-    """Turns made into AMUs by the extractor (rules, or an LLM), encoded and tagged (`build_units`)."""
+    """Turns made into AMUs by the extractor (rules, or an LLM), encoded and tagged (`build_units`),
+    with `supersedes` links to the units they replace (the classifier `supersession(engine)`)."""
 
     kind = "amu"
 
-    def build(self, engine, live, turns: list[Turn], complete: bool):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._supersession, self._supersession_resolved = None, False
+
+    def supersession(self, engine: Engine):
+        """The classifier of `supersedes` links between AMUs (`etamem.facts.supersession`), made on
+        first use from `engine`'s config and models; None when `Config.supersession` is "off"."""
+        with self._lock:
+            if not self._supersession_resolved:
+                self._supersession = make_supersession(engine)
+                self._supersession_resolved = True
+            return self._supersession
+
+    def build(self, engine: Engine, live: LiveSpace, turns: list[Turn], complete: bool):
         units, text_vecs, affect_vecs, turn_vecs = build_units(
-            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine._timed)
-        classifier = engine.supersession
+            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
+        classifier = self.supersession(engine)
         if classifier is None or not units:
             return turns, units, text_vecs, affect_vecs, turn_vecs, None
-        with engine._timed("links"):
+        with engine.timed("links"):
             links = supersession_links(live, units, text_vecs, classifier, engine.config.supersession_floor)
         return turns, units, text_vecs, affect_vecs, turn_vecs, UnitExtras(links=links) if links else None
+
+    def forget_extras(self, store, space: str, units, dropped, rewritten) -> UnitExtras | None:
+        """Nothing of an AMU space's rows but the units' own changes when units are forgotten
+        (their rows and links go with them, `store.forget`)."""
+        return None
+
+    def history(self, store, space: str, unit_id: str) -> list | None:
+        """None: an AMU's versions are the generic `supersedes` chain (`Memory.history`)."""
+        return None
+
+
+def make_supersession(engine: Engine):
+    """The `supersedes` classifier `engine`'s config asks for: None ("off"), an LLM's with the
+    rules as fallback ("llm", or "auto" with an LLM), else the rules, with the attribute slots
+    (`etamem.facts.slots`) unless `supersession_slots` is off. ValueError when "llm" has no LLM."""
+    from etamem.facts.supersession import LLMSupersession, RuleSupersession
+
+    config = engine.config
+    mode, rules = config.supersession, RuleSupersession(config.supersession_floor)
+    if mode == "llm" and engine.llm is None:
+        raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
+    use_llm = mode == "llm" or (mode == "auto" and engine.llm is not None)
+    if mode != "off" and not use_llm and config.supersession_slots:
+        from etamem.facts.slots import SlotSupersession
+
+        rules = SlotSupersession(engine.text_encoder, rules)
+    return None if mode == "off" else (
+        LLMSupersession(engine.llm, rules, temperature=config.fta_construction_temperature) if use_llm else rules)
 
 
 def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier, floor: float) -> list:

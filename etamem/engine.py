@@ -40,11 +40,20 @@ from etamem.views import LLMSummariser
 log = logging.getLogger(__name__)
 
 LLM_CACHE_FILE = "llm_cache.sqlite"
+# the engine's interface to the methods (`etamem.method`), the write path (`etamem.writing`,
+# `etamem.facts.revisions`) and the answer helpers (`etamem.answering`): public for them, not part of
+# `Memory`'s documented API (`AsyncMemory` has no twins of them)
+ENGINE_INTERFACE = frozenset({
+    "space_name", "known_space", "live_space", "readable_space", "writing_to", "scoped", "timed",
+    "encode_query", "encode_queries", "turns_by_id", "summariser", "count_extraction",
+})
 
 
 class Engine:
     """The store, models and live spaces of a `Memory` (its base class; see the module
-    docstring). `method`: the `etamem.method.Method` the config chose."""
+    docstring). `method`: the `etamem.method.Method` the config chose. The methods and the write
+    path use the calls named in `ENGINE_INTERFACE` (spaces by name, live or checked readable, the
+    write locks, cache scopes, stage timing, query vectors, stored turns by id)."""
 
     def __init__(self, path: str | os.PathLike | None = None, config: Config | Mapping[str, Any] | None = None,
                  *, text_encoder=None, affect_tagger=None, llm=None, extractor=None):
@@ -58,8 +67,6 @@ class Engine:
         self._llm = llm
         self._llm_resolved = llm is not None
         self._extractor = extractor
-        self._fta = None  # etamem.fta.builder.FTABuilder, built on the first FTA write
-        self._supersession, self._supersession_resolved = None, False  # etamem.facts.supersession classifier
         self._live: LiveTable[LiveSpace] = LiveTable(self.config.max_live_spaces, self.config.max_live_bytes,
                                                      size=LiveSpace.nbytes)
         self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
@@ -140,40 +147,9 @@ class Engine:
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
 
-    @property
-    def supersession(self):
-        """The classifier of `supersedes` links between AMUs (`etamem.facts.supersession`), None when
-        `Config.supersession` is "off"."""
-        with self._lock:
-            if not self._supersession_resolved:
-                from etamem.facts.supersession import LLMSupersession, RuleSupersession
-
-                mode, rules = self.config.supersession, RuleSupersession(self.config.supersession_floor)
-                if mode == "llm" and self.llm is None:
-                    raise ValueError("config supersession='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
-                use_llm = mode == "llm" or (mode == "auto" and self.llm is not None)
-                if mode != "off" and not use_llm and self.config.supersession_slots:
-                    from etamem.facts.slots import SlotSupersession
-
-                    rules = SlotSupersession(self.text_encoder, rules)
-                self._supersession = None if mode == "off" else (
-                    LLMSupersession(self.llm, rules, temperature=self.config.fta_construction_temperature)
-                    if use_llm else rules)
-                self._supersession_resolved = True
-            return self._supersession
-
-    @property
-    def fta(self):
-        """The FTA-Mem construction components (`etamem.fta.builder.FTABuilder`) of this Memory."""
-        with self._lock:
-            if self._fta is None:
-                from etamem.fta.builder import FTABuilder
-
-                self._fta = FTABuilder(self.config, self.text_encoder, self.affect_tagger, self.llm)
-            return self._fta
-
     @contextmanager
-    def _timed(self, stage: str):
+    def timed(self, stage: str):
+        """Add the seconds the block takes to `stage_seconds[stage]` (a write stage)."""
         t0 = time.perf_counter()
         try:
             yield
@@ -207,7 +183,7 @@ class Engine:
             yield
 
     @contextmanager
-    def _scoped(self, space: str):
+    def scoped(self, space: str):
         """Calls inside belong to `space`: LLM cache entries are tagged with it (`cache_refs`,
         found again when it is deleted) and cache keys are scoped to it (`etamem.models.cache_scope`)
         unless `Config.shared_caches`."""
@@ -217,11 +193,11 @@ class Engine:
             yield
 
     @contextmanager
-    def _writing(self, space: str):
+    def writing_to(self, space: str):
         """Hold the space's write locks and yield its live state, current with the store (opened
         again if another process wrote, a write failed, or an open could not save a repair)."""
-        with self._locked(space), self._scoped(space):
-            yield self._space(space, writing=True)
+        with self._locked(space), self.scoped(space):
+            yield self.live_space(space, writing=True)
 
     def _forget_vectors(self, space: str, keys: list[str] | None = None) -> None:
         """Drop the encoder's in-process cache entries of the space (all, or those of `keys`)."""
@@ -238,7 +214,7 @@ class Engine:
         with live.rw.read():
             return live.stamp == self.store.stamp(live.name)
 
-    def _space(self, space: str, *, writing: bool = False) -> LiveSpace:
+    def live_space(self, space: str, *, writing: bool = False) -> LiveSpace:
         """The live space, opened from the store on first use and again whenever it is not
         current; `writing`: the caller holds the write locks (repairs found on open are saved)."""
         tenancy.check(space)  # every read path passes here: the caller's scope, once more
@@ -345,20 +321,21 @@ class Engine:
         """
         return tenancy.visible(self.store.spaces())
 
-    def _name(self, space: str) -> str:
+    def space_name(self, space: str) -> str:
         """The validated space name, if the caller's scope allows it (`etamem.tenancy`)."""
         return tenancy.check(validate_space(space))
 
-    def _known_space(self, space: str) -> str:
-        space = self._name(space)
+    def known_space(self, space: str) -> str:
+        """The validated name of a space the store holds (`space_name`); UnknownSpaceError otherwise."""
+        space = self.space_name(space)
         if not self.store.has_space(space):
             raise UnknownSpaceError(f"space: unknown space {space!r} (known: {self.spaces()[:10]})")
         return space
 
-    def _readable_space(self, space: str):
+    def readable_space(self, space: str):
         """The live space, after checking that this config's method can read the kind of units
         it holds (ValueError naming the setting to use otherwise)."""
-        live = self._space(self._known_space(space))
+        live = self.live_space(self.known_space(space))
         self.method.check_readable(live.name, self.store.get_space_meta(live.name, "units"))
         return live
 
@@ -377,29 +354,36 @@ class Engine:
                     "from the store", space, type(exc).__name__, exc)
         return True
 
-    def _encode_query(self, query: str):
+    def encode_query(self, query: str):
         """(d,) float32 query vector; a query's vector is not written to the store's cache."""
-        return self._encode_queries([query])[0]
+        return self.encode_queries([query])[0]
 
-    def _encode_queries(self, texts: list[str]):
+    def encode_queries(self, texts: list[str]):
         """(n, d) float32 vectors of query texts, not written to the store's cache."""
         enc = self.text_encoder
         return enc.encode(texts, persist=False) if isinstance(enc, CachedEncoder) else enc.encode(texts)
 
-    def _turns_by_id(self, space: str, turn_ids: Iterable[str]) -> dict[str, Turn]:
+    def turns_by_id(self, space: str, turn_ids: Iterable[str]) -> dict[str, Turn]:
         """Stored turns by id: from the live raw-turn index, the others (pending) from the store."""
-        live = self._live.get(self._name(space))
+        live = self._live.get(self.space_name(space))
         found: dict[str, Turn] = {}
         if live is not None:
             with live.rw.read():
                 found = {t: turn for t in turn_ids if (turn := live.turns.turn(t)) is not None}
         missing = [t for t in turn_ids if t not in found]
         if missing:
-            found.update((t.turn_id, t) for t in self.store.turns(self._name(space), turn_ids=missing))
+            found.update((t.turn_id, t) for t in self.store.turns(self.space_name(space), turn_ids=missing))
         return found
 
-    def _summariser(self):
+    def summariser(self):
+        """The node summariser of session-end maintenance: the LLM's, None without an LLM."""
         return None if self.llm is None else LLMSummariser(self.llm)
+
+    def count_extraction(self, **counts: int) -> None:
+        """Add `counts` (turns, amus, unavailable) to `extraction_stats`, under the engine's lock."""
+        with self._lock:
+            for key, n in counts.items():
+                self.extraction_stats[key] = self.extraction_stats.get(key, 0) + n
 
     def _after_forget(self, space: str, texts: list[str] | None, turn_ids: list[str] | None) -> None:
         """The copies outside the store's rows: derived files (rewritten at the next checkpoint),

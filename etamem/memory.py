@@ -28,7 +28,18 @@ from etamem.ingest.inputs import validate_query, validate_top_k
 from etamem.ingest.timeparse import parse_timestamp
 from etamem.live import derived
 from etamem.live.space import LiveSpace
-from etamem.records import AMU, Answer, Hit, MemoryContext, SearchResult, Turn, UnknownIdError, UnknownSpaceError
+from etamem.method import stored_units
+from etamem.records import (
+    AMU,
+    Answer,
+    Hit,
+    Link,
+    MemoryContext,
+    SearchResult,
+    Turn,
+    UnknownIdError,
+    UnknownSpaceError,
+)
 from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
 from etamem.threads import blas_threads
 from etamem.views import SpaceViews
@@ -78,7 +89,7 @@ class Memory(Engine):
         Returns:
             The live `SpaceViews` of the space (shared with the engine: read it, do not change it).
         """
-        return self._space(self._name(space)).views
+        return self.live_space(self.space_name(space)).views
 
     def add(self, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
             space: str = "default") -> list[AMU]:
@@ -143,7 +154,7 @@ class Memory(Engine):
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        with self._writing(self._known_space(space)) as live:
+        with self.writing_to(self.known_space(space)) as live:
             return writing.process_pending(self, live.name, live)
 
     def end_session(self, space: str = "default") -> list[str]:
@@ -161,7 +172,7 @@ class Memory(Engine):
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        with self._writing(self._known_space(space)) as live:
+        with self.writing_to(self.known_space(space)) as live:
             writing.process_pending(self, live.name, live, complete=set(self.store.open_sessions(live.name)))
             waiting = {t.session_id for t in self.store.turns(live.name, pending_only=True)}  # e.g. LLM down
             open_ids = [s for s in self.store.open_sessions(live.name) if s not in waiting]
@@ -188,7 +199,7 @@ class Memory(Engine):
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        live = self._space(self._known_space(space))
+        live = self.live_space(self.known_space(space))
         try:
             extractor = self.extractor  # the one writes use (built if needed: no model call)
         except ValueError:  # extractor="llm" without a model: writes would raise the same
@@ -229,7 +240,7 @@ class Memory(Engine):
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        live = self._space(self._known_space(space))
+        live = self.live_space(self.known_space(space))
         with live.rw.read():
             return {"generation": live.generation, "saved": live.saved_generation,
                     "amus": len(live.index.amu_of), "turns": len(live.turns),
@@ -253,7 +264,7 @@ class Memory(Engine):
         """
         from etamem.facts.current_first import with_status
 
-        space = self._known_space(space)
+        space = self.known_space(space)
         found = self.store.amus(space, status=None, amu_ids=[amu_id])
         if not found:
             raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
@@ -278,7 +289,7 @@ class Memory(Engine):
         """
         from etamem.facts.current_first import with_status
 
-        space = self._known_space(space)
+        space = self.known_space(space)
         if status not in (None, "active", "superseded"):
             raise ValueError(f"status: expected 'active', 'superseded' or None, got {status!r}")
         units = with_status(self.store.amus(space), self.store.unit_links(space))
@@ -297,7 +308,7 @@ class Memory(Engine):
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        return self.store.turns(self._known_space(space), turn_ids=turn_ids)
+        return self.store.turns(self.known_space(space), turn_ids=turn_ids)
 
     def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
         """Forget one unit, one turn and every unit drawn from it, or the whole space.
@@ -329,17 +340,16 @@ class Memory(Engine):
 
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
-        space = self._known_space(space)
-        with self._writing(space) as live:
+        space = self.known_space(space)
+        with self.writing_to(space) as live:
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
             units, sources = forget_targets(self.store, space, amu_id, turn_id)
             plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            from etamem.fta.builder import forget_extras
-
-            extras = forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
+            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
+            extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
                                    plan.cache_keys, extras)
@@ -460,10 +470,10 @@ class Memory(Engine):
             raise ValueError(f"views: expected a non-empty subset of event, affect, time; got {views!r}")
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         unit_filter = resolve_filters(filters, self.config.default_timezone)
-        name = self._name(space)
+        name = self.space_name(space)
 
         def run() -> SearchResult:
-            with self._scoped(name):
+            with self.scoped(name):
                 return self.method.search(self, query, space, k, when, views=views, routing=routing,
                                           fallback=fallback, trace=trace, filters=unit_filter)
 
@@ -496,12 +506,12 @@ class Memory(Engine):
                                  lambda ids: {a.amu_id: a for a in self.store.amus(name, amu_ids=ids)},
                                  windowed=result.window is not None,
                                  turn_units=lambda ids: self._turn_units(name, ids))
-        return replace(result, hits=with_sources(hits, lambda ids: self._turns_by_id(space, ids)))
+        return replace(result, hits=with_sources(hits, lambda ids: self.turns_by_id(space, ids)))
 
     def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
         """The ids among `unit_ids` of stored units that `unit_filter` lets through."""
         units = self.store.amus(space, status=None, amu_ids=list(dict.fromkeys(unit_ids))) if unit_ids else []
-        turns = self._turns_by_id(space, list(dict.fromkeys(t for u in units for t in u.source_turn_ids)))
+        turns = self.turns_by_id(space, list(dict.fromkeys(t for u in units for t in u.source_turn_ids)))
         return {u.amu_id for u in units if unit_filter.unit(u, turns.get)}
 
     def _turn_units(self, space: str, turn_ids: list[str]) -> dict[str, list[str]]:
@@ -526,11 +536,10 @@ class Memory(Engine):
             UnknownIdError: The space holds no unit `unit_id` (a KeyError).
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        space = self._known_space(space)
-        if self.store.unit_fields(space, [unit_id]):
-            from etamem.fta.builder import unit_history
-
-            return unit_history(self.store, space, unit_id)
+        space = self.known_space(space)
+        own = stored_units(self.method, self.store, space).history(self.store, space, unit_id)
+        if own is not None:  # FTA units: their relation links
+            return own
         from etamem.facts.current_first import versions
 
         try:
@@ -549,15 +558,13 @@ class Memory(Engine):
             unit_id: Only the links touching this unit (default None: all of them).
 
         Returns:
-            `etamem.fta.Link`s (from the newer unit `source` to the older one `target`, with the
+            `etamem.records.Link`s (also `etamem.fta.Link`: from the newer unit `source` to the older one `target`, with the
                 `relation` and a confidence).
 
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
-        from etamem.fta.links import Link
-
-        space = self._known_space(space)
+        space = self.known_space(space)
         return [Link(*row) for row in self.store.unit_links(space, None if unit_id is None else [unit_id])]
 
     def answer(self, question: str, space: str = "default", now: datetime | str | None = None,
@@ -584,15 +591,15 @@ class Memory(Engine):
         Raises:
             ValueError: A bad argument, naming it (as `retrieve`).
         """
-        with self._scoped(self._name(space)):  # the answer's LLM cache entries belong to the space
+        with self.scoped(self.space_name(space)):  # the answer's LLM cache entries belong to the space
             return self._answer(question, space, now, top_k, filters)
 
     def _answer(self, question: str, space: str, now, top_k: int | None, filters=None) -> Answer:
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         result = self.retrieve(question, space=space, top_k=top_k, now=when, filters=filters)
-        if not result.hits and not self.store.has_space(self._name(space)):
+        if not result.hits and not self.store.has_space(self.space_name(space)):
             return Answer("No memories found.", [], False, "nothing is stored in this space yet")
-        return self.method.answer(self, question, self._known_space(space), result, when)
+        return self.method.answer(self, question, self.known_space(space), result, when)
 
     def with_raw_turns(self, question: str, hits: list[Hit], space: str = "default") -> list[Hit]:
         """`hits` with the space's best raw turns fused in, whatever the confidence.
@@ -608,7 +615,7 @@ class Memory(Engine):
         Returns:
             As many hits as `hits`, raw turns fused in.
         """
-        from etamem.retrieval.views_method import with_raw_turns
+        from etamem.answering import with_raw_turns
 
         return with_raw_turns(self, question, hits, space)
 
@@ -656,7 +663,7 @@ class Memory(Engine):
         k = self.config.context_top_k if top_k is None else validate_top_k(top_k)
         when = None if now is None else parse_timestamp(now, self.config.default_timezone, field="now")
         hits = self.retrieve(query, space, top_k=k, now=when, filters=filters).hits
-        return MemoryContext(self.method.context(self, self._name(space), hits, when), hits)
+        return MemoryContext(self.method.context(self, self.space_name(space), hits, when), hits)
 
     def warm(self) -> "Memory":
         """Load the models now, so the first request does not pay for them.
@@ -674,7 +681,7 @@ class Memory(Engine):
 
         from etamem.retrieval.lexical import splitter
 
-        self._encode_queries(["warm up"])
+        self.encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
         splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
@@ -694,9 +701,9 @@ class Memory(Engine):
         Returns:
             The summaries as text.
         """
-        from etamem.retrieval.views_method import time_summaries
+        from etamem.answering import space_time_summaries
 
-        return time_summaries(self, space, hits)
+        return space_time_summaries(self, space, hits)
 
     def reindex(self) -> dict[str, dict]:
         """Re-encode every space with this Memory's text encoder and affect tagger.

@@ -178,6 +178,18 @@ class StageCost:
 
 
 @dataclass(frozen=True)
+class Link:
+    """A relation from the newer unit `source` to the older unit `target`, with a confidence in [0, 1]
+    (a row of the store's unit links: FTA-Mem's relations, and `supersedes` between AMUs; also
+    `etamem.fta.Link`)."""
+
+    source: str
+    target: str
+    relation: str
+    confidence: float
+
+
+@dataclass(frozen=True)
 class Answer:
     """An answer with the evidence that grounds it and what it cost (what `Memory.answer` returns).
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta, timezone
 from itertools import groupby
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from etamem.construction import UNITS_KEY, check_units_kind
 from etamem.ingest.inputs import SessionClock, TurnBatch, check_same_content, given_ids, read_turns, turn_items
@@ -16,15 +16,18 @@ from etamem.live.space import LiveSpace
 from etamem.records import AMU, Turn
 from etamem.threads import blas_threads
 
+if TYPE_CHECKING:
+    from etamem.engine import Engine
+
 log = logging.getLogger(__name__)
 
 REPLACED_KEY, SKIPPED_KEY = "control_chars_replaced", "messages_skipped"  # space meta: input counts
 
 
-def add(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
+def add(mem: Engine, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any],
         space: str = "default") -> list[AMU]:
     """`Memory.add`."""
-    space = mem._name(space)
+    space = mem.space_name(space)
     items = turn_items(turns)
     if not items:
         return []
@@ -32,8 +35,8 @@ def add(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any
     read(mem, items, space, now=now)  # bad input fails here, before any lock or store access
     _ = mem.text_encoder, mem.affect_tagger  # and models that do not match the store's (model identity)
     check_units_kind(mem.store, space, mem.method.units.kind)  # and a space holding the other kind of units
-    with mem._writing(space) as live:
-        with mem._timed("store"):
+    with mem.writing_to(space) as live:
+        with mem.timed("store"):
             next_seq = mem.store.next_turn_seq(space)
             batch = read(mem, items, space, now=now, next_seq=next_seq, from_store=True)
             clean = batch.turns
@@ -54,10 +57,10 @@ def add(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any
         return sorted(old + new, key=lambda a: min((order.get(s, len(order)) for s in a.source_turn_ids)))
 
 
-def check(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any], space: str = "default",
+def check(mem: Engine, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, Any], space: str = "default",
           *, labels: Sequence[str] | None = None, new_space: bool = False) -> list[Turn]:
     """`Memory.check`."""
-    space = mem._name(space)
+    space = mem.space_name(space)
     items = turn_items(turns)
     batch = read(mem, items, space, now=datetime.now(timezone.utc), labels=labels, from_store=not new_space,
                  next_seq=0 if new_space else mem.store.next_turn_seq(space))
@@ -67,7 +70,7 @@ def check(mem, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[str, A
     return [t for t in batch.turns if t.turn_id not in stored]
 
 
-def read(mem, items: list, space: str, *, now: datetime, next_seq: int = 0, labels: Sequence[str] | None = None,
+def read(mem: Engine, items: list, space: str, *, now: datetime, next_seq: int = 0, labels: Sequence[str] | None = None,
          from_store: bool = False) -> TurnBatch:
     """`etamem.ingest.inputs.read_turns` with this config; `from_store`: defaults (session, and the
     time and session of turns already stored) continue the space's stored state."""
@@ -83,7 +86,7 @@ def read(mem, items: list, space: str, *, now: datetime, next_seq: int = 0, labe
                       keep_system=mem.config.keep_system_messages, known=known)
 
 
-def count_input(mem, space: str, batch: TurnBatch) -> None:
+def count_input(mem: Engine, space: str, batch: TurnBatch) -> None:
     """Add a write's replaced control characters and skipped messages to the space's counts
     (space meta, reported by `stats`), with a log line."""
     for key, n in ((REPLACED_KEY, batch.replaced), (SKIPPED_KEY, batch.skipped)):
@@ -94,14 +97,14 @@ def count_input(mem, space: str, batch: TurnBatch) -> None:
                     batch.replaced)
 
 
-def stored_same(mem, space: str, clean: TurnBatch) -> dict[str, Turn]:
+def stored_same(mem: Engine, space: str, clean: TurnBatch) -> dict[str, Turn]:
     """The stored turns among `clean` by id; ValueError when one has other content."""
     stored = {t.turn_id: t for t in mem.store.turns(space, turn_ids=[t.turn_id for t in clean.turns])}
     check_same_content(clean, stored, space)
     return stored
 
 
-def process_pending(mem, space: str, live: LiveSpace, complete: set[str] = frozenset()) -> list[AMU]:
+def process_pending(mem: Engine, space: str, live: LiveSpace, complete: set[str] = frozenset()) -> list[AMU]:
     """Extract, encode and tag the pending turns session by session, then hand each batch
     to the live space (the caller holds the space's write locks). A session is complete
     when a later one has pending turns or it is in `complete` (FTA units: the provisional
@@ -124,32 +127,29 @@ def process_pending(mem, space: str, live: LiveSpace, complete: set[str] = froze
         try:
             new.extend(extract_and_store(mem, live, group, i + 1 < len(groups) or session_id in complete))
         except ExtractionUnavailable as exc:
-            with mem._lock:
-                mem.extraction_stats["unavailable"] = mem.extraction_stats.get("unavailable", 0) + 1
+            mem.count_extraction(unavailable=1)
             log.warning("space %s: extraction deferred, the LLM gave no reply (%s); %d turns stay pending "
                         "until the next add/flush", space, exc, sum(len(g) for _, g in groups[i:]))
             break
     return new
 
 
-def end_sessions(mem, live: LiveSpace, session_ids: list[str]) -> None:
+def end_sessions(mem: Engine, live: LiveSpace, session_ids: list[str]) -> None:
     """Mark sessions ended and run session-end maintenance (trees, calibration, summaries)."""
     if session_ids:
-        with mem._timed("views"), blas_threads(mem.config.blas_threads):
-            report = live.maintain(mem.store, mem._summariser())
+        with mem.timed("views"), blas_threads(mem.config.blas_threads):
+            report = live.maintain(mem.store, mem.summariser())
         mem.store.mark_sessions_ended(live.name, session_ids)
         log.debug("space %s: ended sessions %s; maintenance %s", live.name, session_ids, report)
 
 
-def extract_and_store(mem, live: LiveSpace, turns: list[Turn], complete: bool = True) -> list[AMU]:
+def extract_and_store(mem: Engine, live: LiveSpace, turns: list[Turn], complete: bool = True) -> list[AMU]:
     """One session's batch made into units by the method's builder and handed to the live space."""
     turns, units, text_vecs, affect_vecs, turn_vecs, extras = mem.method.units.build(mem, live, turns, complete)
     if not turns:
         return []
-    with mem._timed("views"), blas_threads(mem.config.blas_threads):
+    with mem.timed("views"), blas_threads(mem.config.blas_threads):
         live.add_units(mem.store, turns, turn_vecs, units, text_vecs, affect_vecs, extras)
-    with mem._lock:
-        mem.extraction_stats["turns"] += len(turns)
-        mem.extraction_stats["amus"] += len(units)
+    mem.count_extraction(turns=len(turns), amus=len(units))
     return units
 

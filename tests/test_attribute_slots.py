@@ -53,7 +53,8 @@ def test_a_change_worded_unlike_the_rules_links_through_the_slots(minilm, old, n
     mem = memory(minilm)
     [(newer, older)] = supersedes_links(mem, [(old, timedelta()), (new, month)])
     assert value in newer and older == mem.list("u", status="superseded")[0].text
-    assert mem.supersession.stats["slot_links"] == 1 and mem.supersession.stats["rule_links"] == 0
+    assert mem.method.units.supersession(mem).stats["slot_links"] == 1
+    assert mem.method.units.supersession(mem).stats["rule_links"] == 0
 
 
 def test_no_slot_link_between_unrelated_facts_or_within_one_chat(minilm):

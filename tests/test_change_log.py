@@ -22,7 +22,7 @@ MORE = ["I adopted a hedgehog called Pickles last week.", "My sister moved to Li
 def seen(mem, space: str = "u") -> dict:
     """All a caller sees of the space: hits (ids, scores, views) of several queries, the views'
     shape, the live units and turns."""
-    live = mem._space(space)
+    live = mem.live_space(space)
     return {"hits": [[(h.amu.amu_id, round(h.score, 5), h.views) for h in mem.search(q, space=space, top_k=8)]
                      for q in QUERIES],
             "shape": mem.views(space).shape(), "units": sorted(a.amu_id for a in live.index.amus),

@@ -76,9 +76,9 @@ def test_query_vector_mixes_the_query_without_names(hashing_encoder):
 
 def _merged(mem, query, dialogue, k=2):
     """The whole merged candidate list of the space's index for `query` (nothing cut)."""
-    live = mem._space("default")
+    live = mem.live_space("default")
     cfg = mem.config
-    q = mem._encode_query(query)
+    q = mem.encode_query(query)
     ctx = turn_context(live.index, live.turns, query, q, cfg)
     res = live.index.search(query, q, mem.affect_tagger.tag([query]).embeddings[0], k, beam=cfg.beam_width,
                             beta=cfg.bm25_weight, context=ctx, context_share=cfg.context_share, dialogue=dialogue)
@@ -154,7 +154,7 @@ def test_rows_grow_together_after_a_reload(hashing_encoder, tmp_path):
             for i in range(6 + 12 * batch, 18 + 12 * batch):
                 mem.add([turn(i, "Ana" if i % 2 else "Ben", f"We played {words[i % 8]} games together {i} times.",
                               session=f"s{batch + 2}")])
-            rows = mem._space("default").index.rows
+            rows = mem.live_space("default").index.rows
             assert len({len(col) for col in rows.cols.values()}) == 1
             assert mem.search("chess games", top_k=3)
     with memory(tmp_path / "s", hashing_encoder) as mem:
@@ -168,10 +168,10 @@ def test_replies_are_the_next_turn_by_another_speaker(hashing_encoder, tmp_path)
         mem.add(DIALOGUE)
         mem.add([turn(10, "Mel", "Did you sleep well last night?", "s9"), turn(11, "Mel", "We barely slept at all because of the loud storm outside.", "s9"),
                  turn(12, "Caro", "I slept like a log after the long hike.", "s9")], space="b")
-        live = mem._space("default")
+        live = mem.live_space("default")
         replies = reply_finder(live.index, live.turns)
         assert replies(live.index.units_of_turn["t0"]) == live.index.units_of_turn["t1"]
         assert replies(live.index.units_of_turn["t5"]) == []  # the last turn of its session
-        other = mem._space("b")
+        other = mem.live_space("b")
         assert other.index.units_of_turn["t11"]
         assert reply_finder(other.index, other.turns)(other.index.units_of_turn["t10"]) == []  # Mel goes on

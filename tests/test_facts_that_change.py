@@ -44,6 +44,11 @@ def said(texts_days):
     return out
 
 
+def classifier(mem):
+    """The `supersedes` classifier of an AMU `Memory` (made on first use by its units)."""
+    return mem.method.units.supersession(mem)
+
+
 def unit_of(mem, space, message_id):
     return next(a for a in mem.list(space, status=None) if a.source_turn_ids == (message_id,))
 
@@ -238,11 +243,11 @@ def test_a_contradiction_supersedes_and_an_unrelated_fact_is_left_alone(changed)
 
 def test_an_llm_classifier_needs_an_llm(minilm):
     with pytest.raises(ValueError, match="supersession='llm' needs an LLM"):
-        _ = memory(minilm, supersession="llm").supersession
-    assert memory(minilm, supersession="off").supersession is None
-    default = memory(minilm).supersession  # no LLM configured: the rules and the attribute slots
+        _ = classifier(memory(minilm, supersession="llm"))
+    assert classifier(memory(minilm, supersession="off")) is None
+    default = classifier(memory(minilm))  # no LLM configured: the rules and the attribute slots
     assert isinstance(default, SlotSupersession) and isinstance(default.rules, RuleSupersession)
-    assert isinstance(memory(minilm, supersession_slots=False).supersession, RuleSupersession)  # the rules alone
+    assert isinstance(classifier(memory(minilm, supersession_slots=False)), RuleSupersession)  # the rules alone
 
 
 def test_the_llm_answer_sees_which_memory_is_current(changed, chat_server):

@@ -60,7 +60,7 @@ def build(path, sessions: int = 8) -> None:
 def answers(mem: Memory) -> dict:
     """Everything a caller sees of the opened space: hits of several queries (ids, scores, views),
     the index info, the views' shape, units and turns in order."""
-    live = mem._space("u")
+    live = mem.live_space("u")
     return {"hits": [[(h.amu.amu_id, h.score, h.views, h.amu) for h in mem.search(q, space="u", top_k=15)]
                      for q in QUERIES],
             "info": {k: v for k, v in mem.index_info("u").items() if k != "saved"},

@@ -71,7 +71,8 @@ def test_fixed_detect_is_a_config_choice_and_the_fixed_window_system_builds_with
             windows.append((start, end))
             return self.inner.detect(turns, start, end)
 
-    mem.fta.detector = Spy(mem.fta.detector)
+    builder = mem.method.units.builder(mem)
+    builder.detector = Spy(builder.detector)
     mem.add(rows(STATEMENTS, "s1", 0))
     mem.end_session()
     # fixed stride W = 4 from the session start, no restart at the last segment (BWS would restart)
@@ -123,7 +124,7 @@ def test_link_candidates_need_not_share_a_participant(tmp_path, minilm, candidat
             seen.extend((new.speaker, nb.unit.speaker) for nb in neighbours)
             return []
 
-    mem.fta.classifier = Spy()
+    mem.method.units.builder(mem).classifier = Spy()
     mem.add(rows(["Jon plays the drums in a jazz band every Friday night."], "s1", 0, speakers=("Jon",)))
     mem.add(rows(["Gina plays the drums in a jazz band every Friday night too."], "s2", 5, speakers=("Gina",)))
     mem.end_session()

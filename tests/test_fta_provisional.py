@@ -115,8 +115,8 @@ def test_provisional_turns_a_unit_cites_by_search_time_are_dropped_and_answers_t
     mem = fta_memory
     for i in range(6):
         mem.add(chat_turn(i))
-    live = mem._space("default")
-    stale = prepare_provisional(mem.store, "default", mem.affect_tagger, mem._encode_queries)
+    live = mem.live_space("default")
+    stale = prepare_provisional(mem.store, "default", mem.affect_tagger, mem.encode_queries)
     assert stale.units and len(stale.vecs) == len(stale.units)
     question = "What is the user allergic to?"
     hits = mem.search(question, top_k=5)
@@ -125,7 +125,7 @@ def test_provisional_turns_a_unit_cites_by_search_time_are_dropped_and_answers_t
     assert "peanut" in packet and "Source dialogue spans" in packet
 
     mem.end_session()  # every turn now in a unit: the provisional units read before are left out
-    q_vec = mem._encode_query(question)
+    q_vec = mem.encode_query(question)
     with live.rw.read():
         result = search_fta(live, mem.store, question, q_vec, 5, mem.config, provisional=stale)
     assert result.hits and all(h.views != ("provisional",) for h in result.hits)

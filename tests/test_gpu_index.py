@@ -127,7 +127,7 @@ def test_memory_places_its_raw_turn_index_per_config(fake_gpu, tmp_path):
         mem = Memory(tmp_path / device, cfg, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
         mem.add(turns, space="u")
         hits[device] = [(h.amu.amu_id, round(h.score, 5)) for h in mem.retrieve("the violin", space="u").hits]
-        assert mem._space("u").turns.index.dense.on_gpu == (device == "auto")
+        assert mem.live_space("u").turns.index.dense.on_gpu == (device == "auto")
         mem.close()
     assert hits["auto"] == hits["cpu"] and fake_gpu.searches > 0
     with pytest.raises(ValueError, match="index_device"):

@@ -60,13 +60,13 @@ def test_incremental_indexes_equal_a_rebuild_of_the_same_store(hashing_encoder, 
         ids = [a.amu_id for a in mem.list("u")]
         for i in rng.choice(len(ids), 6, replace=False):
             mem.delete("u", ids[int(i)])
-    live = mem._space("u")
+    live = mem.live_space("u")
     assert len(mem.list("u")) > 1500 and live.index.amu_lex.n > len(mem.list("u"))  # tombstones in use
     queries = [" ".join(rng.choice(WORDS, 3)) for _ in range(30)] + ["What did Ana say about the cat in May?"]
     for kw in ({}, {"fallback": False}, {"views": ("time",), "fallback": False}):
         got = hits(mem, "u", queries, **kw)
         fresh = memory(tmp_path / "s", hashing_encoder)
-        assert fresh._space("u") is not live
+        assert fresh.live_space("u") is not live
         assert got == hits(fresh, "u", queries, **kw)
         fresh.close()
     # and a SpaceIndex built in this process from the live views equals the live one
@@ -93,14 +93,14 @@ def test_a_write_updates_the_indexes_in_place(hashing_encoder):
     mem = memory(None, hashing_encoder)
     for s in range(20):
         mem.add(session(rng, s, 20), space="u")
-    live = mem._space("u")
+    live = mem.live_space("u")
     index, turns = live.index, live.turns
     slots = {v: nt.lex.n for v, nt in index.node_texts.items()}
     n_nodes = sum(len(nt.slot) for nt in index.node_texts.values())
     amus_before, turns_before = index.amu_lex.n, len(turns)
     new = mem.add({"session_id": "s19", "speaker": "Ana", "text": "My sister baked a wonderful cake.",
                    "timestamp": (T0 + timedelta(days=38, hours=9)).isoformat()}, space="u")
-    assert mem._space("u").index is index and mem._space("u").turns is turns  # nothing rebuilt
+    assert mem.live_space("u").index is index and mem.live_space("u").turns is turns  # nothing rebuilt
     assert index.amu_lex.n == amus_before + len(new) and len(turns) == turns_before + 1
     # only the nodes on the new unit's paths got new BM25 slots, not every node of the space
     grown = sum(nt.lex.n - slots[v] for v, nt in index.node_texts.items())
@@ -182,7 +182,7 @@ def test_concurrent_adds_and_searches_in_one_space(hashing_encoder):
     assert len(stored) == len(set(stored)) and set(added) <= set(stored)
     assert {t["turn_id"] for w in writes.values() for t in w} <= {t.turn_id for t in mem.turns("u")}
     assert mem.store.count_pending("u") == 0
-    live = mem._space("u")
+    live = mem.live_space("u")
     views = live.views
     in_trees = list(views.event.row_of) + list(views.affect.row_of)
     assert sorted(in_trees) == sorted(stored) and sorted(views.time.amu_session) == sorted(stored)
@@ -307,7 +307,7 @@ def test_derived_files_of_another_bm25_stemmer_are_rebuilt(hashing_encoder, tmp_
     mem.close()
     for stemmer in ("none", "english"):
         reopened = memory(tmp_path / "s", hashing_encoder, bm25_stemmer=stemmer)
-        live = reopened._space("u")
+        live = reopened.live_space("u")
         info = reopened.index_info("u")
         assert info["saved"] is None and info["bm25_stemmer"] == stemmer  # rebuilt, not loaded
         assert live.turns.index.lexical.stemmer == stemmer

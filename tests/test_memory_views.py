@@ -177,7 +177,7 @@ def test_agreement_confidence_is_the_overlap_with_the_raw_turn_index(minilm, thr
     assert plain.confidence is None and not plain.fallback_used
     # by hand: first m distinct source turns of the memory's hits vs the raw-turn index's top m
     mine = list(dict.fromkeys(t for h in plain.hits for t in h.source_turn_ids))[:m]
-    raw = [t.turn_id for t, _ in mem._space("u").turns.search(minilm.encode([q])[0], q, m, beta=cfg.bm25_weight)]
+    raw = [t.turn_id for t, _ in mem.live_space("u").turns.search(minilm.encode([q])[0], q, m, beta=cfg.bm25_weight)]
     assert res.confidence == pytest.approx(len(set(mine) & set(raw)) / m)
     assert res.fallback_used == (res.confidence < threshold)
     if res.fallback_used:  # fused: every raw top-m turn is covered by the fused hits

@@ -96,15 +96,15 @@ def test_units_of_long_turns_take_their_share_from_the_turn(tmp_path, hashing_en
               "timestamp": T0.isoformat()},
              {"turn_id": "t1", "session_id": "s", "speaker": "assistant", "text": long_reply,
               "timestamp": (T0 + timedelta(minutes=1)).isoformat()}])
-    live = mem._space("default")
+    live = mem.live_space("default")
     words = {"t0": 6, "t1": len(long_reply.split())}
-    ctx = turn_context(live.index, live.turns, "tomatoes", mem._encode_query("tomatoes"), mem.config)
+    ctx = turn_context(live.index, live.turns, "tomatoes", mem.encode_query("tomatoes"), mem.config)
     ids = [a for a in live.index.ids if a is not None]
     shares = ctx.shares(ids, 0.5)
     want = [1 - 0.5 * min(1.0, 20 / words[live.index.amu_of[a].source_turn_ids[0]]) for a in ids]
     np.testing.assert_allclose(shares, want, atol=1e-6)
     assert {round(float(s), 3) for s in shares} == {0.5, round(1 - 0.5 * 20 / words["t1"], 3)}
-    off = turn_context(live.index, live.turns, "tomatoes", mem._encode_query("tomatoes"),
+    off = turn_context(live.index, live.turns, "tomatoes", mem.encode_query("tomatoes"),
                        mem.config.replace(long_turn_words=0))
     assert getattr(off, "shares", None) is None
     mem.close()

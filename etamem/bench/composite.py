@@ -13,8 +13,9 @@ its own store with its routed budget (`SpaceIndex.search` on that view alone: th
 budget goes to it), and the union is merged on the `amu` store's scale exactly as
 `SpaceIndex.search` merges, then `search_space` applies the raw-turn fallback policy.
 
-This reads private parts of the engine (`Memory._space`, `Memory._known_space`,
-`Memory._encode_queries`, `SpaceIndex._merge`): a benchmark-only stopgap. The clean way is an engine option naming the representation that keys
+This reaches into the engine (`Memory.live_space`, `Memory.known_space`, `Memory.encode_queries`:
+the engine's interface for the methods) and one private part, `SpaceIndex._merge`: a benchmark-only
+stopgap. The clean way is an engine option naming the representation that keys
 the Event tree ("text" | "affect"), read by `SpaceViews.add` / `load`, `SpaceIndex` (the Event
 hierarchy's vector column, its routing index's dimension, the Event query vector) and
 `Memory.retrieve` (tag the query when the Event view needs it); one store would then hold the
@@ -82,6 +83,7 @@ class SplitIndex:
         window = parse_time_window(query, now)
         q_ids = self.base.amu_lex.query_ids(query)
         norm = self.base.lexical_normaliser(lexical, self.base.amu_lex, q_ids)
+        # private on purpose: a benchmark-only stopgap (see the module docstring), not an API to keep
         ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), o.time_boost, context,
                                   o.context_share, dialogue, norm, q_affect=q_affect, scoring=o.merge_scoring,
                                   rrf_k=o.rrf_k, keyed_by={"event": "affect"})
@@ -93,11 +95,11 @@ def split_retrieve(semantic_mem, base_mem, query: str, space: str, *, top_k: int
     """`Memory.retrieve` for a `SplitIndex` over the two Memories' live spaces (`config`: the
     settings of this search; the raw-turn fallback searches the base store's turns)."""
     when = None if now is None else parse_timestamp(now, config.default_timezone, field="now")
-    sem_live = semantic_mem._space(semantic_mem._known_space(space))
-    base_live = base_mem._space(base_mem._known_space(space))
+    sem_live = semantic_mem.live_space(semantic_mem.known_space(space))
+    base_live = base_mem.live_space(base_mem.known_space(space))
     with base_live.rw.read():
         named = base_live.index.named_speakers(query)
-    q_text = query_vector(base_mem._encode_queries, query, named, config.query_name_mix)
+    q_text = query_vector(base_mem.encode_queries, query, named, config.query_name_mix)
     q_affect = base_mem.affect_tagger.tag([query]).embeddings[0]
     with sem_live.rw.read(), base_live.rw.read():
         index = SplitIndex(sem_live.index, base_live.index)

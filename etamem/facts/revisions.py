@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from etamem import writing
 from etamem.facts.supersession import SUPERSEDES
@@ -26,6 +27,10 @@ from etamem.ingest.timeparse import parse_timestamp
 from etamem.records import AMU, Turn, UnknownIdError
 from etamem.store.schema import UnitExtras
 from etamem.threads import blas_threads
+
+if TYPE_CHECKING:
+    from etamem.live.space import LiveSpace
+    from etamem.memory import Memory
 
 REVISES_KEY = "revises"  # turn extra: the id of the turn this one replaces
 REVISED_BY = "revised_by:"  # space meta key prefix: old turn id -> the id of the turn that replaced it
@@ -51,10 +56,10 @@ def current_turn_id(store, space: str, turn_id: str) -> str:
     return turn_id
 
 
-def update(mem, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+def update(mem: Memory, space: str, turn_id: str, text: str, *, forget_old: bool = False,
            timestamp: datetime | str | None = None) -> Update:
     """`Memory.update`."""
-    space = mem._known_space(space)
+    space = mem.known_space(space)
     if not isinstance(turn_id, str) or not turn_id:
         raise ValueError(f"turn_id: expected a non-empty string, got {turn_id!r}")
     if not isinstance(text, str) or not text.strip():
@@ -63,7 +68,7 @@ def update(mem, space: str, turn_id: str, text: str, *, forget_old: bool = False
         raise ValueError(f"update: space {space!r} builds {mem.method.units.kind} units; update supports AMU spaces")
     when = (datetime.now(timezone.utc) if timestamp is None
             else parse_timestamp(timestamp, mem.config.default_timezone, field="timestamp"))
-    with mem._writing(space) as live:
+    with mem.writing_to(space) as live:
         current_id = current_turn_id(mem.store, space, turn_id)
         found = mem.store.turns(space, turn_ids=[current_id])
         if not found:
@@ -88,7 +93,7 @@ def update(mem, space: str, turn_id: str, text: str, *, forget_old: bool = False
     return Update(new.turn_id, tuple(ids), superseded)
 
 
-def _new_turn(mem, space: str, old: Turn, text: str, when: datetime) -> Turn:
+def _new_turn(mem: Memory, space: str, old: Turn, text: str, when: datetime) -> Turn:
     """The validated new version of `old` (ValueError naming the field when `text` is bad)."""
     root = old.turn_id.rsplit("~", 1)[0] if REVISES_KEY in old.extra else old.turn_id
     digest = hashlib.blake2b(f"{old.turn_id}\n{text}".encode(), digest_size=6).hexdigest()
@@ -103,7 +108,7 @@ def _new_turn(mem, space: str, old: Turn, text: str, when: datetime) -> Turn:
     return new
 
 
-def _extract_and_store(mem, live, new: Turn, old: Turn, old_units: list[AMU]) -> list[AMU]:
+def _extract_and_store(mem: Memory, live: LiveSpace, new: Turn, old: Turn, old_units: list[AMU]) -> list[AMU]:
     """Units of `new` built first (nothing is written if the models fail), then the turn and its
     units with their `supersedes` links to `old_units` and the `revised_by` record."""
     turns, units, text_vecs, affect_vecs, turn_vecs, extras = mem.method.units.build(mem, live, [new], True)
@@ -113,11 +118,9 @@ def _extract_and_store(mem, live, new: Turn, old: Turn, old_units: list[AMU]) ->
                      if (u.amu_id, o.amu_id, SUPERSEDES) not in have]
     extras.meta[REVISED_BY + old.turn_id] = new.turn_id
     mem.store.insert_turns([new], first_seq=mem.store.next_turn_seq(live.name))
-    with mem._timed("views"), blas_threads(mem.config.blas_threads):
+    with mem.timed("views"), blas_threads(mem.config.blas_threads):
         live.add_units(mem.store, [new], turn_vecs, units, text_vecs, affect_vecs, extras)
-    with mem._lock:
-        mem.extraction_stats["turns"] += 1
-        mem.extraction_stats["amus"] += len(units)
+    mem.count_extraction(turns=1, amus=len(units))
     return units
 
 

@@ -44,6 +44,7 @@ from etamem.fta.units import (
 )
 from etamem.models.llm import LLMError, LLMUnavailable
 from etamem.models.prompt_files import load_prompt, render_prompt
+from etamem.records import Link  # the store's link rows; here for `etamem.fta.Link`
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +54,6 @@ INVERSE = {"same_episode_as": "same_episode_as", "supersedes": "superseded_by", 
 LIFECYCLE = {"supersedes": "superseded", "contradicts": "contradicted"}
 HISTORY_RELATIONS = ("supersedes", "updates", "contradicts", "followup_of")
 CONFIDENCE_WORDS = {"low": 0.3, "medium": 0.6, "high": 0.9}
-
-
-@dataclass(frozen=True)
-class Link:
-    """A relation from the newer unit `source` to the older unit `target`, with a confidence in [0, 1]."""
-
-    source: str
-    target: str
-    relation: str
-    confidence: float
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ class BertEncoder:
                 self.weights = torch.nn.ParameterDict(
                     {k.replace(".", "__"): torch.nn.Parameter(v, requires_grad=False) for k, v in enc.w.items()})
 
-            def forward(self, ids, mask):
+            def forward(self, ids, mask):  # `enc` is this encoder (the enclosing method's self)
                 return enc._forward(ids, mask, {k.replace("__", "."): v for k, v in self.weights.items()})
 
         return _Bert().eval()

@@ -337,6 +337,7 @@ class VectorIndex:
             raise ValueError("keys.json: keys and slots do not describe the saved vectors")
         if n and not np.isfinite(vecs[np.asarray(slots, np.int64)]).all():
             raise ValueError("vectors.npy holds values that are not finite")
+        # `index` is a new instance of this class: the classmethod sets its private state directly
         index._vecs, index._n, index.mode = vecs, n, meta["mode"]
         index._live = np.zeros(n, bool)
         index._live[stored["slots"]] = True

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from etamem.context import render_context, with_sources
+from etamem.context import render_context
 from etamem.records import Answer, Hit, SearchResult, StageCost
 from etamem.threads import blas_threads
+
+if TYPE_CHECKING:
+    from etamem.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +30,16 @@ class ViewsMethod:
             raise ValueError(f"space {space!r} holds FTA units: search it with method='fta' "
                              "(or units='fta' for ETAMem's views over them)")
 
-    def search(self, engine, query: str, space: str, k: int, when: datetime | None, *,
+    def search(self, engine: Engine, query: str, space: str, k: int, when: datetime | None, *,
                views: tuple[str, ...], routing: str | None, fallback: bool, trace: bool,
                filters=None) -> SearchResult:
         from etamem.retrieval import query_vector, search_space
 
-        live = engine._readable_space(space)
+        live = engine.readable_space(space)
         with live.rw.read():
             named = live.index.named_speakers(query)
         # models run outside the space's locks; the text vector mixes in the query without the names
-        q_text = query_vector(engine._encode_queries, query, named, engine.config.query_name_mix)
+        q_text = query_vector(engine.encode_queries, query, named, engine.config.query_name_mix)
         q_affect = engine.affect_tagger.tag([query]).embeddings[0] if "affect" in views else q_text
         pending = engine.store.count_pending(live.name)
         if pending:
@@ -46,10 +50,10 @@ class ViewsMethod:
                                 now=when, views=views, routing=routing, fallback=fallback, trace=trace,
                                 pending=pending, named=named, filters=filters)
 
-    def answer(self, engine, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
+    def answer(self, engine: Engine, question: str, space: str, result: SearchResult, when: datetime | None) -> Answer:
         """The evidence answer (an LLM's when one is configured); asked again with raw turns
         fused in when the LLM says the memories lack the answer."""
-        from etamem.answering import says_missing
+        from etamem.answering import says_missing, with_raw_turns
 
         ans = self._compose(engine, question, space, result.hits, when)
         if ans.llm_used and says_missing(ans.text) and not result.fallback_used:
@@ -60,39 +64,14 @@ class ViewsMethod:
             ans = Answer(retry.text, retry.hits, True, "asked again with raw turns (fallback)", cost)
         return ans
 
-    def context(self, engine, space: str, hits: list[Hit], when: datetime | None) -> str:
+    def context(self, engine: Engine, space: str, hits: list[Hit], when: datetime | None) -> str:
         return render_context(hits, now=when)
 
     @staticmethod
-    def _compose(engine, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
-        from etamem.answering import compose_answer
+    def _compose(engine: Engine, question: str, space: str, hits: list[Hit], when: datetime | None) -> Answer:
+        from etamem.answering import compose_answer, space_time_summaries
 
         sources = {t.turn_id: t for h in hits for t in h.source_turns}
         return compose_answer(question, hits, sources, llm=engine.llm, style=engine.config.answer_style,
                               question_date=when, n_sentences=engine.config.answer_evidence_sentences,
-                              time_summaries=time_summaries(engine, space, hits))
-
-
-def with_raw_turns(engine, question: str, hits: list[Hit], space: str, filters=None) -> list[Hit]:
-    """`hits` (as many) with the space's best raw turns fused in by the fallback policy
-    (`fallback_fusion`), whatever the confidence; only turns `filters` (an
-    `etamem.filters.UnitFilter`) lets through when given."""
-    from etamem.retrieval import with_fallback
-
-    live = engine._space(engine._known_space(space))
-    with engine._scoped(live.name):
-        q_text = engine._encode_query(question)  # models run outside the space's locks
-    with live.rw.read():
-        allowed = None if filters is None else filters.turn_mask(live.turns.turns)
-        fused = with_fallback(hits, live.turns, question, q_text, len(hits), engine.config, live.name,
-                              allowed=allowed)
-    return with_sources(fused, lambda ids: engine._turns_by_id(live.name, ids))
-
-
-def time_summaries(engine, space: str, hits: list[Hit]) -> str:
-    """Summaries of the day and week nodes the hits' sessions hang under, oldest first."""
-    from etamem.answering import time_summaries as summaries
-
-    live = engine._space(engine._name(space))
-    with live.rw.read():
-        return summaries(live.views.time, hits)
+                              time_summaries=space_time_summaries(engine, space, hits))

@@ -64,7 +64,7 @@ def split_pool_size(url: str, pool_size: int | None = None) -> tuple[str, int]:
     size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"pool_size: expected a whole number >= 1, got {size!r}")
-    if given:
+    if given:  # `_replace`: a named tuple's public method (SplitResult), not a private name
         parts = parts._replace(query=urlencode([(k, v) for k, v in query if k != "pool_size"]))
     return urlunsplit(parts), size
 

@@ -239,7 +239,7 @@ class SpaceViews:
         unit in exactly one leaf, parents and children consistent, counts adding up) is rebuilt
         from the units with a warning, and its old rows are deleted by the next save; a store
         written before views existed gets them built. A store always opens."""
-        views = cls(config, text_dim, affect_dim)
+        views = cls(config, text_dim, affect_dim)  # a new instance of this class: its private parts are ours
         saved = store.load_views(space) if saved is None else saved
         row = {a.amu_id: i for i, a in enumerate(amus)}
         tvec, avec = VectorsById(text_vecs, row), VectorsById(affect_vecs, row)

@@ -235,6 +235,7 @@ class TimeForest:
     @classmethod
     def restore(cls, state: dict, rows: list[dict], vectors: dict[str, np.ndarray], texts: dict[str, str],
                 times: dict[str, datetime]) -> "TimeForest":
+        # a new instance of this class: the classmethod sets its rows through its private setter
         forest = cls(state["dim"], summary_delta=state["summary_delta"], summary_reps=state["summary_reps"])
         forest.stats = dict(state["stats"])
         forest.session_start = {k: datetime.fromisoformat(v) for k, v in state.get("session_start", {}).items()}

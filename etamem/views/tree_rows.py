@@ -49,6 +49,7 @@ class TreeRows:
     def restore(cls, state: dict, rows: list[dict], calibrator: Calibrator, vectors: dict[str, np.ndarray],
                 texts: dict[str, str], backend: str = "auto") -> "TreeRows":
         """Rebuild a tree from `state()`, `node_row()` rows and the AMU vectors/texts by id."""
+        # a new `SemanticTree` (this mixin's class): the classmethod sets its private state directly
         tree = cls(state["dim"], calibrator, backend=backend, **state["params"])
         tree.children, tree.members, tree.summary, tree.reps = [], [], [], []
         n = tree.n_nodes = int(state["n_nodes"])

@@ -32,7 +32,7 @@ def test_a_search_failing_on_freshly_loaded_files_rebuilds_from_the_store(tmp_pa
     real, calls = ViewsMethod.search, []
 
     def flaky(self, engine, *args, **kwargs):
-        calls.append(engine._space("u").from_files)
+        calls.append(engine.live_space("u").from_files)
         if len(calls) == 1:
             raise IndexError("a slot map that passed the checks")
         return real(self, engine, *args, **kwargs)

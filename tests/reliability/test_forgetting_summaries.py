@@ -95,7 +95,7 @@ def test_llm_summaries_quoting_a_deleted_unit_do_not_survive(tmp_path, monkeypat
         monkeypatch.setattr(tree_maintenance, "QUOTES_CAP", cap)
     root = tmp_path / "store"
     mem = open_space(root)
-    mem._summariser = lambda: echo_summariser
+    mem.summariser = lambda: echo_summariser
     stale, deleted = ingest_with_deletes(mem, 1, n_sessions=32, deletes_per_session=2)
     assert any(s.startswith("Summary: ") for _, _, s, _ in node_texts(mem.views(SPACE)))  # LLM summaries kept
     assert sorted(stale) == []
@@ -131,7 +131,7 @@ def test_a_store_without_quote_records_is_handled_conservatively(tmp_path):
     LLM summaries among them: after reopening, deletes leave no quote of a deleted unit."""
     root = tmp_path / "store"
     mem = open_space(root)
-    mem._summariser = lambda: echo_summariser
+    mem.summariser = lambda: echo_summariser
     ingest_with_deletes(mem, n_sessions=32, deletes_per_session=0, check=False)
     mem.close()
     with sqlite3.connect(root / "memory.sqlite") as db:
