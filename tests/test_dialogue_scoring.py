@@ -13,6 +13,7 @@ from etamem.models.affect import VaderAffectTagger
 from etamem.models.encoders import CachedEncoder
 from etamem.retrieval import DialogueScoring, named_speakers, query_vector
 from etamem.retrieval.dialogue import is_question, query_texts, without_names
+from etamem.retrieval.options import SearchOptions
 from etamem.retrieval.space_search import dialogue_scoring, turn_context
 
 T0 = datetime(2024, 5, 1, 18, tzinfo=timezone.utc)
@@ -80,8 +81,9 @@ def _merged(mem, query, dialogue, k=2):
     cfg = mem.config
     q = mem.encode_query(query)
     ctx = turn_context(live.index, live.turns, query, q, cfg)
-    res = live.index.search(query, q, mem.affect_tagger.tag([query]).embeddings[0], k, beam=cfg.beam_width,
-                            beta=cfg.bm25_weight, context=ctx, context_share=cfg.context_share, dialogue=dialogue)
+    opts = SearchOptions(beam=cfg.beam_width, beta=cfg.bm25_weight, context_share=cfg.context_share)
+    res = live.index.search(query, q, mem.affect_tagger.tag([query]).embeddings[0], k, opts, context=ctx,
+                            dialogue=dialogue)
     return {a: s for a, s, _ in res.ranked}, live
 
 
