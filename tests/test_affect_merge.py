@@ -164,7 +164,7 @@ def ref_merge(index, found, q_text, q_aff, scoring, beta=BETA, k=10):
 
 def merged(index, found, q_text, q_aff, scoring, query="walks yesterday", **kw):
     q_ids = index.amu_lex.query_ids(query)
-    return index._merge(found, q_text, q_ids, BETA, None, False, 0.1, q_affect=q_aff, scoring=scoring, **kw)
+    return index.merge_found(found, q_text, q_ids, BETA, None, False, 0.1, q_affect=q_aff, scoring=scoring, **kw)
 
 
 @pytest.mark.parametrize("scoring", ["text", "view", "rrf"])
@@ -208,9 +208,9 @@ def test_additions_apply_alike_in_every_mode():
     found = found_lists(index, q_text, q_aff)
     q_ids = index.amu_lex.query_ids("walks yesterday")
     for scoring in ("text", "view"):
-        plain = {a: s for a, s, _ in index._merge(found, q_text, q_ids, BETA, None, False, 0.1, q_affect=q_aff,
+        plain = {a: s for a, s, _ in index.merge_found(found, q_text, q_ids, BETA, None, False, 0.1, q_affect=q_aff,
                                                    scoring=scoring)}
-        when = {a: s for a, s, _ in index._merge(found, q_text, q_ids, BETA, None, True, 0.1, q_affect=q_aff,
+        when = {a: s for a, s, _ in index.merge_found(found, q_text, q_ids, BETA, None, True, 0.1, q_affect=q_aff,
                                                   scoring=scoring)}
         for a in plain:  # "when" questions: half the time boost for units with their own time words
             bonus = 0.05 if "yesterday" in index.amu_of[a].text else 0.0

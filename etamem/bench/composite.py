@@ -14,7 +14,7 @@ budget goes to it), and the union is merged on the `amu` store's scale exactly a
 `SpaceIndex.search` merges, then `search_space` applies the raw-turn fallback policy.
 
 This reaches into the engine (`Memory.live_space`, `Memory.known_space`, `Memory.encode_queries`:
-the engine's interface for the methods) and one private part, `SpaceIndex._merge`: a benchmark-only
+the engine's interface for the methods) and merges with `SpaceIndex.merge_found`: a benchmark-only
 stopgap. The clean way is an engine option naming the representation that keys
 the Event tree ("text" | "affect"), read by `SpaceViews.add` / `load`, `SpaceIndex` (the Event
 hierarchy's vector column, its routing index's dimension, the Event query vector) and
@@ -83,8 +83,7 @@ class SplitIndex:
         window = parse_time_window(query, now)
         q_ids = self.base.amu_lex.query_ids(query)
         norm = self.base.lexical_normaliser(lexical, self.base.amu_lex, q_ids)
-        # private on purpose: a benchmark-only stopgap (see the module docstring), not an API to keep
-        ranked = self.base._merge(found, q_text, q_ids, beta, window, is_when_question(query), o.time_boost, context,
+        ranked = self.base.merge_found(found, q_text, q_ids, beta, window, is_when_question(query), o.time_boost, context,
                                   o.context_share, dialogue, norm, q_affect=q_affect, scoring=o.merge_scoring,
                                   rrf_k=o.rrf_k, keyed_by={"event": "affect"})
         return RetrievalResult(ranked, plan, window)

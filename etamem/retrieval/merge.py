@@ -1,5 +1,5 @@
 """How the merge puts the views' candidates on one scale (`Config.merge_scoring`; docs/benchmarks.md,
-'Affect that counts'). Pure functions over arrays; `SpaceIndex._merge` applies them.
+'Affect that counts'). Pure functions over arrays; `SpaceIndex.merge_found` applies them.
 
 - "text": every candidate is scored by its text cosine, whichever view found it (the default).
 - "view": each candidate is scored by the similarity of the view that found it (the Affect view:

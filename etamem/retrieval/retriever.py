@@ -428,7 +428,7 @@ class SpaceIndex:
                 have = {s.key for hits in found.values() for s in hits}
                 found["flat"] = found.get("flat", []) + [
                     s for s in self.exact_hybrid(q_text, q_amus, complete, allowed, beta) if s.key not in have]
-        ranked = self._merge(found, q_text, q_amus, beta, window, is_when_question(query), o.time_boost, context,
+        ranked = self.merge_found(found, q_text, q_amus, beta, window, is_when_question(query), o.time_boost, context,
                              o.context_share, dialogue, amu_norm, q_affect=q_affect, scoring=o.merge_scoring,
                              rrf_k=o.rrf_k)
         return RetrievalResult(ranked, plan, window, traces)
@@ -525,11 +525,11 @@ class SpaceIndex:
         have = {s.key for s in hits}
         return [Scored(a, 0.0, 0.0, 0.0) for a in dict.fromkeys(replies(asked)) if a not in have and a in self.row_of]
 
-    def _merge(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
-               window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
-               context_share: float = 0.0, dialogue: DialogueScoring | None = None, norm=minmax, *,
-               q_affect: np.ndarray | None = None, scoring: str = "text", rrf_k: float = 10,
-               keyed_by: dict[str, str] | None = None) -> list[tuple[str, float, tuple[str, ...]]]:
+    def merge_found(self, found: dict[str, list[Scored]], q_text: np.ndarray, q_amus: np.ndarray, beta: float,
+                    window: TimeWindow | None, when: bool, time_boost: float, context: ContextFn | None = None,
+                    context_share: float = 0.0, dialogue: DialogueScoring | None = None, norm=minmax, *,
+                    q_affect: np.ndarray | None = None, scoring: str = "text", rrf_k: float = 10,
+                    keyed_by: dict[str, str] | None = None) -> list[tuple[str, float, tuple[str, ...]]]:
         """Union of the views' hits on one scale: (1 - beta) * dense + beta * BM25n over the
         union (with the source turns' context, `beam.contextual`), plus `time_boost` inside a
         parsed window (scaled down with distance outside it) and half of it for AMUs with their
