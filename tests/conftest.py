@@ -95,19 +95,26 @@ def locomo_dev():
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run tests marked slow (or set ETAMEM_SLOW=1)")
+    parser.addoption("--real-llm", action="store_true", default=False,
+                     help="also run the tests against a real local model (tests/real_llm.py; or ETAMEM_REAL_LLM=1)")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (e.g. 50 crash seeds); opt-in with --run-slow")
+    config.addinivalue_line("markers", "real_llm: against a real local model through llama-cpp-python's "
+                                       "server; opt-in with --real-llm")
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--run-slow") or os.environ.get("ETAMEM_SLOW") == "1":
-        return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow or ETAMEM_SLOW=1")
+    opted = {"slow": config.getoption("--run-slow") or os.environ.get("ETAMEM_SLOW") == "1",
+             "real_llm": config.getoption("--real-llm") or os.environ.get("ETAMEM_REAL_LLM") == "1"}
+    reasons = {"slow": "slow: run with --run-slow or ETAMEM_SLOW=1",
+               "real_llm": "a real local model: run with --real-llm or ETAMEM_REAL_LLM=1 (pip install "
+                           "'etamem[local-llm]'; etamem llm fetch)"}
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        for mark, on in opted.items():
+            if not on and mark in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reasons[mark]))
 
 
 # --- PostgreSQL with pgvector (tests/pg_server.py) -----------------------------------------

@@ -37,18 +37,29 @@ DEMO_PRESET = {"top_k": 10}  # the demo's answers use 10 units; --config / --set
 
 
 def cmd_demo(args) -> int:
+    if getattr(args, "llm", "none") == "local":
+        from etamem.cli.llm import local_server_for
+
+        with local_server_for(args, args.llm_model) as llm_values:
+            return run_demo(args, {**DEMO_PRESET, **llm_values})
+    return run_demo(args, DEMO_PRESET)
+
+
+def run_demo(args, preset: dict) -> int:
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
     space = doc["space"]
     t0 = time.perf_counter()
-    with _memory(args, args.store, preset=DEMO_PRESET) as mem:
+    with _memory(args, args.store, preset=preset) as mem:
         print(f"ETAMem demo: {doc['title']}")
         print(f"{len(doc['turns'])} turns in {len({t['session_id'] for t in doc['turns']})} sessions; "
               f"store: {args.store or 'in memory'}\n")
+        t_add = time.perf_counter()
         for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
             mem.add(list(session), space=space)
         mem.end_session(space)
+        per_turn = (time.perf_counter() - t_add) / len(doc["turns"])
         amus = mem.list(space)
-        print(f"Extracted {len(amus)} AMUs with {type(mem.extractor).__name__}; "
+        print(f"Extracted {len(amus)} AMUs with {type(mem.extractor).__name__} ({per_turn:.2f} s per turn); "
               f"affect tagger: {mem.affect_tagger.name}; text encoder: {mem.text_encoder.name}\n")
         views = mem.views(space)
         print("What each view holds:")
@@ -433,6 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--store", default=None, help="store directory (default: in memory)")
     d.add_argument("--show", type=int, default=5, help="AMUs shown per view")
     d.add_argument("--top-k", type=int, default=None, help="units per answer (default 10, or the config's top_k)")
+    d.add_argument("--llm", choices=["none", "local"], default="none",
+                   help="local: extraction and answers by a local model (etamem llm serve's server, started "
+                        "for the demo; pip install 'etamem[local-llm]'); none: offline (or the LLM the config names)")
+    d.add_argument("--llm-model", default=None, help="with --llm local: a .gguf file or a known model name")
     common(d)
     d.set_defaults(func=cmd_demo)
 
@@ -487,6 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_data_commands(sub, common, cmd_ingest)
     add_serve_commands(sub, common)
+    from etamem.cli.llm import add_llm_commands
+
+    add_llm_commands(sub)
     add_bench_parser(sub)
     return p
 

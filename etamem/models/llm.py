@@ -35,6 +35,24 @@ _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?[ \t]*```\Z", re.DOTALL
 _EXCERPT = 200
 
 
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")  # "auto" starts at the first and steps down
+
+
+def response_format(mode: str, schema: dict, name: str) -> dict | None:
+    """The `response_format` of a JSON request in `mode`: OpenAI's and vLLM's `json_schema`,
+    llama-cpp-python's `json_object` with a `schema`, or None (the prompt alone)."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def _refuses_format(exc: Any) -> bool:
+    """Whether an HTTP error is the server refusing the request's `response_format`."""
+    return "response_format" in _body_text(exc).lower()
+
+
 class LLMError(RuntimeError):
     """The endpoint failed, refused the request or returned no usable reply."""
 
@@ -166,6 +184,7 @@ class LLMClient:
         temperature: float = 0.0,
         max_tokens: int = 1024,
         cache_path: str | None = None,
+        response_format: str = "auto",
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         import openai
@@ -181,6 +200,11 @@ class LLMClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.cache_path = cache_path
+        if response_format not in ("auto", *RESPONSE_FORMATS):
+            raise ValueError(f"response_format {response_format!r}: expected auto or one of {RESPONSE_FORMATS}")
+        # the JSON mode asked for next; "auto" steps down when the server refuses one
+        self.format_mode = RESPONSE_FORMATS[0] if response_format == "auto" else response_format
+        self.format_fixed = response_format != "auto"
         self._sleep = sleep
         if api_key is None and base_url is not None and not os.environ.get("OPENAI_API_KEY"):
             api_key = PLACEHOLDER_API_KEY
@@ -215,6 +239,7 @@ class LLMClient:
             temperature=config.llm_temperature,
             max_tokens=config.llm_max_tokens,
             cache_path=config.llm_cache_path or cache_path,
+            response_format=config.llm_response_format,
         )
 
     # --- accounting -------------------------------------------------------------------
@@ -291,7 +316,8 @@ class LLMClient:
 
         attempts = self.max_retries + 1
         last: Exception | None = None
-        for attempt in range(attempts):
+        attempt = 0
+        while attempt < attempts:
             try:
                 return self._client.chat.completions.create(
                     model=self.model,
@@ -302,6 +328,9 @@ class LLMClient:
                 )
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                if "response_format" in params and not self.format_fixed and _refuses_format(exc):
+                    self._step_down(params, stage, status)  # not an attempt: the same request without it
+                    continue
                 if not (status == 408 or status == 429 or status >= 500):
                     raise LLMUnavailable(
                         f"LLM request rejected (stage {stage!r}, model {self.model!r}): "
@@ -314,19 +343,34 @@ class LLMClient:
                 last, reason, retry_after = exc, kind, None
             except json.JSONDecodeError as exc:  # an HTTP 200 whose body is not JSON (proxy page, cut off)
                 last, reason, retry_after = exc, "malformed response body", None
-            if attempt + 1 >= attempts:
+            attempt += 1
+            if attempt >= attempts:
                 break
-            delay = min(self.backoff_s * (2**attempt), self.backoff_max_s)
+            delay = min(self.backoff_s * (2 ** (attempt - 1)), self.backoff_max_s)
             if retry_after is not None:
                 delay = min(max(retry_after, 0.0), self.backoff_max_s)
             log.warning(
-                "LLM %s (stage %s), retry %d/%d in %.2fs", reason, stage, attempt + 1, self.max_retries, delay
+                "LLM %s (stage %s), retry %d/%d in %.2fs", reason, stage, attempt, self.max_retries, delay
             )
             self._sleep(delay)
         raise LLMUnavailable(
             f"LLM request failed after {attempts} attempt(s) (stage {stage!r}, model {self.model!r}): "
             f"{_describe(last)}"
         ) from last
+
+    def _step_down(self, params: dict, stage: str, status: int) -> None:
+        """The server refused the JSON mode in `params`: the next mode for this and later requests."""
+        refused = params["response_format"].get("type")
+        schema = params["response_format"].get("json_schema", {}).get("schema") or params["response_format"].get("schema")
+        modes = RESPONSE_FORMATS[RESPONSE_FORMATS.index(refused) + 1:] if refused in RESPONSE_FORMATS else ("none",)
+        self.format_mode = modes[0] if modes else "none"
+        log.info("LLM server refused response_format %s (HTTP %d, stage %s); asking with %s from now on",
+                 refused, status, stage, self.format_mode)
+        fmt = response_format(self.format_mode, schema or {}, stage)
+        if fmt is None:
+            params.pop("response_format")
+        else:
+            params["response_format"] = fmt
 
     def _read_response(self, response: Any, stage: str) -> tuple[str, int, int]:
         choices = getattr(response, "choices", None) or []
@@ -344,8 +388,12 @@ class LLMClient:
         return text, prompt_tokens, completion_tokens
 
     def complete_json(self, messages: list[dict], *, stage: str,
-                      validate: Callable[[Any], Any] | None = None, **params: Any) -> Any:
+                      validate: Callable[[Any], Any] | None = None, schema: dict | None = None,
+                      **params: Any) -> Any:
         """Complete and parse the reply as strict JSON, with one repair round.
+
+        `schema` (a JSON schema of the expected reply): asked for through `response_format` in
+        the client's JSON mode (`format_mode`), which steps down when the server refuses it.
 
         `validate(parsed)` returns the value to hand back, or raises ValueError when the JSON
         is not of the expected form (`LLMJSONError`, no repair round). Only usable replies are
@@ -354,6 +402,10 @@ class LLMClient:
         an older version, are dropped), so a rerun asks again. `LLMUnavailable`: no reply came."""
         keys: list[str | None] = []
         entries: list[tuple | None] = []
+        if schema is not None and "response_format" not in params:
+            fmt = response_format(self.format_mode, schema, stage)
+            if fmt is not None:
+                params["response_format"] = fmt
         try:
             text, key, entry = self._fetch(messages, stage, params)
             keys.append(key)
