@@ -44,7 +44,7 @@ from etamem.extraction.stems import _GENERIC, stem
 
 __all__ = [
     "COPY_COVERAGE", "COPY_MIN_WORDS", "COPY_UNSUPPORTED", "DATE_SLACK_DAYS", "Grounding", "INVENTED_MIN",
-    "INVENTED_SHARE", "LEGACY_EXAMPLES", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "prompt_examples",
+    "INVENTED_SHARE", "LEGACY_EXAMPLES", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "known_name", "prompt_examples",
     "turn_source",
 ]
 
@@ -541,6 +541,15 @@ def check_unit(unit: str, source: Source) -> Grounding:
         if detail:
             return Grounding(False, reason, detail)
     return Grounding(True)
+
+
+def known_name(name: str, source: Source) -> bool:
+    """Whether every word of `name` (a person's name a model gave) is given by `source`."""
+    sup = source._cache.get("support")
+    if sup is None:
+        sup = source._cache["support"] = _Support(source)
+    words = [w for w in _words(name) if w not in STOPWORDS]
+    return all(_name_known(w, sup) for w in words)
 
 
 def check_units(units: Sequence[str], source: Source) -> list[Grounding]:
