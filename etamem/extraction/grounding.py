@@ -110,7 +110,7 @@ class Source:
 # --- words ---------------------------------------------------------------------------------
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019-]*")
 _PLACEHOLDER = re.compile(r"<\s*[A-Za-z][A-Za-z0-9_ -]*>|\b[A-Z]{2,}_[A-Z0-9]+\b|\{[a-z_]+\}")
-_QUOTED = re.compile(r"\"([^\"\n{}]+)\"|\u201c([^\u201d\n{}]+)\u201d")
+_QUOTED = re.compile(r"\"([^\"{}]{1,240})\"|\u201c([^\u201d{}]{1,240})\u201d")
 _SENTENCE_START = re.compile(r"(?:^\s*|[.!?;:]\s+|[(\"']\s*)$")
 _IRREGULAR = {
     "ran": "run", "bought": "buy", "took": "take", "made": "make", "saw": "see", "seen": "see", "ate": "eat",
@@ -233,7 +233,7 @@ def prompt_examples(prompt: str) -> tuple[str, ...]:
     words (a JSON answer form's fields as well), plus `LEGACY_EXAMPLES`."""
     found = []
     for m in _QUOTED.finditer(prompt):
-        phrase = (m.group(1) or m.group(2) or "").strip()
+        phrase = " ".join((m.group(1) or m.group(2) or "").split())
         if len([w for w in _WORD.findall(_PLACEHOLDER.sub(" ", phrase))]) >= 3 or _PLACEHOLDER.search(phrase):
             found.append(phrase)
     return tuple(dict.fromkeys([*found, *LEGACY_EXAMPLES]))
