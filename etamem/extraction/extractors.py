@@ -446,6 +446,7 @@ class LLMExtractor:
         self.fallback = fallback if fallback is not None else RuleExtractor()
         self.grounding = grounding
         self._examples: dict[str, tuple[str, ...]] = {}
+        self._speakers: dict[str, dict[str, None]] = {}  # space -> the speakers seen there (participants)
         self._lock = threading.Lock()
         self._stats = {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, **REJECTION_STATS}
 
@@ -478,12 +479,18 @@ class LLMExtractor:
 
     def ungrounded(self, facts: Sequence[str], turn: Turn, context: Sequence[Turn] = ()) -> list[tuple[str, Any]]:
         """(fact, `Grounding`) of each fact the turn, the context the model saw and the
-        participants do not support (`etamem.extraction.grounding`)."""
+        participants (the speakers of the turn's space this extractor has seen) do not support
+        (`etamem.extraction.grounding`)."""
         from etamem.extraction.grounding import check_unit, turn_source
 
         recent = list(context)[-self.CONTEXT_TURNS:]
-        source = turn_source(turn, recent, self._prompt_examples(speaker_name(turn.speaker)),
-                             participants=[n for t in context for n in (turn_subject(t), speaker_name(t.speaker))])
+        names = [n for t in (*context, turn) for n in (turn_subject(t), speaker_name(t.speaker))]
+        with self._lock:  # the participants: the speakers of the space so far, not only of this session
+            seen = self._speakers.setdefault(turn.space, {})
+            if len(seen) < 256:
+                seen.update(dict.fromkeys(names))
+            names += list(seen)
+        source = turn_source(turn, recent, self._prompt_examples(speaker_name(turn.speaker)), participants=names)
         return [(fact, verdict) for fact in facts if not (verdict := check_unit(fact, source))]
 
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:

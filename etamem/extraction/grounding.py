@@ -174,6 +174,10 @@ _TIME_VAGUE = re.compile(
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|august|"
     r"september|october|november|december|when\s+(?:i|we)\s+was|when\s+(?:i|we)\s+were)\b", re.I)
 _YEARS_VAGUE = re.compile(r"\b(?:years?|decades?|ago|since|grew\s+up|childhood|kid|young|college|school)\b", re.I)
+# a name said to its bearer: "Jonas! ...", "Hi Maya, ...", "..., Mel." (not a mention of them)
+_VOCATIVE = re.compile(
+    r"(?:^|(?<=[.!?\u2026]\s)|\b(?i:hi|hey|hello|thanks|thank you|bye|morning|oh|wow|congrats|yes|no|ok|okay)"
+    r",?\s+)([A-Z][a-z]+)(?=\s*[!,.?\u2026]|\s*$)|,\s*([A-Z][a-z]+)(?=\s*[!.?\u2026]*\s*$)", re.M)
 _PHOTO = re.compile(r"\b(?:photos?|pictures?|pics?|images?|selfies?)\b", re.I)
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'll|i'd)\b", re.I)
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|you're|you've|you'll|you'd|u|ur)\b", re.I)
@@ -252,7 +256,9 @@ class _Support:
             self.words.update(_parts(w))
         self.stems = {_stem(w) for w in self.words}
         self.numbers = _numbers(self.words)
-        self.people = {_person(n) for n in names}
+        addressed = [m.group(1) or m.group(2) for _, t in src.turns for m in _VOCATIVE.finditer(t)]
+        addressed = [n for n in addressed if n.lower() not in STOPWORDS]
+        self.people = {_person(n) for n in [*names, *addressed] if n}
         self.people_words = {w for n in names for w in _words(n)}
         self.months = {_MONTHS[w] for w in self.words if w in _MONTHS and (len(w) > 3 or w in ("may",))}
         self.weekdays = {_WEEKDAYS[w] for w in self.words if w in _WEEKDAYS}
@@ -495,17 +501,17 @@ def _swapped(unit: str, src: Source, sup: _Support) -> str | None:
     subject = m.group(1).lower()
     if not (m.group(0).strip()[0].isupper() or subject in ("user", "assistant")):
         return None
-    speakers = {_person(s) for s, _ in src.turns}
     people = {p for p in sup.people if p}
     person = next((p for p in people if p == subject or (len(subject) >= 3 and p.split()[0] == subject)), None)
-    if person is None or person in speakers:
-        return None
+    others = [(s, t) for s, t in src.turns if _person(s) != person]
+    if person is None or not others:
+        return None  # not a participant, or only that person speaks in the source
     source_words = set()
-    for _, text in src.turns:
-        source_words.update(_words(text))
+    for _, text in others:
+        source_words.update(_words(_VOCATIVE.sub(" ", text)))
     if person in source_words or subject in source_words or any(
             len(w) >= 3 and person.startswith(w) and w not in STOPWORDS for w in source_words):
-        return None  # the source names that person
+        return None  # the source names that person (not only as the one addressed: "Jonas! I ran ...")
     unit_stems = {_stem(w) for w in _words(unit[m.end():]) if _is_content(w) and _stem(w) not in _VOCAB}
     if not unit_stems:
         return None
@@ -515,16 +521,16 @@ def _swapped(unit: str, src: Source, sup: _Support) -> str | None:
         return sum(1 for s in unit_stems if any(_similar(s, t) for t in stems))
 
     first, second = [], []
-    for _, text in src.turns:
+    for _, text in others:
         for sentence in _sentences(text):
             if _SECOND_PERSON.search(sentence):
                 second.append(sentence)
             elif _FIRST_PERSON.search(sentence):
                 first.append(sentence)
-    own = [t for s, t in src.context if _person(s) == person]
+    own = [t for s, t in (*src.turns, *src.context) if _person(s) == person]
     a = hits(first)
     if a and a > hits(second) and a > hits(own):
-        return f"the unit's subject {m.group(1)} is not the speaker ({', '.join(s for s, _ in src.turns)}), " \
+        return f"the unit's subject {m.group(1)} is not the speaker ({', '.join(s for s, _ in others)}), " \
                f"who speaks of it in the first person"
     return None
 
