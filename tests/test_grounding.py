@@ -320,3 +320,15 @@ def test_turn_source_shows_the_caption_and_names_the_participants():
     t = turn("Look!", blip_caption="a photo of a cat")
     src = turn_source(t, [turn("Hi Maya", "Jonas", "D1:0")])
     assert src.turns == (("Maya", turn_text(t)),) and {"Maya", "Jonas"} <= set(src.participants)
+
+
+# --- the supersession classifier: no model text enters memory -------------------------------------
+def test_supersession_replies_name_offered_ids_only_and_their_text_is_not_used():
+    """`LLMSupersession` links stored units by the ids it offered; any text in the reply is
+    dropped, an id it did not offer makes the reply unusable (the rules decide instead)."""
+    from etamem.facts.supersession import parse_reply
+
+    reply = {"replaced": [{"id": "u1", "confidence": "high", "text": OLD_EXAMPLE}]}
+    assert parse_reply(reply, ["u1", "u2"]) == [("u1", 0.9)]
+    with pytest.raises(ValueError):
+        parse_reply({"replaced": [{"id": OLD_EXAMPLE}]}, ["u1"])
