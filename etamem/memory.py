@@ -23,6 +23,7 @@ import numpy as np
 from etamem import tenancy, writing
 from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
+from etamem.extraction.extractors import REJECTION_STATS
 from etamem.filters import Filters, resolve_filters
 from etamem.ingest.inputs import validate_query, validate_top_k
 from etamem.ingest.timeparse import parse_timestamp
@@ -191,7 +192,10 @@ class Memory(Engine):
                 summary counters; `extraction`: the extractor's class (None if it cannot be built), its
                 counters since this Memory opened (all spaces: `turns` extracted — again after a
                 deferral —, `llm_units`, `fallback_turns` / `fallback_units` made by the rule fallback for
-                unusable LLM replies; zeros for extractors without counters), `unavailable` (times
+                unusable LLM replies and for replies with units their turn does not support,
+                `rejected_units` — those units — and per reason `rejected_copied_example` /
+                `rejected_invented_entity` / `rejected_swapped_speaker` (see
+                `etamem.extraction.grounding`); zeros for extractors without counters), `unavailable` (times
                 extraction was deferred because the LLM gave no reply) and this space's `pending_turns`;
                 `input`: control characters replaced in the space's turn texts and chat messages skipped
                 (no text, system roles), since the space was made.
@@ -208,7 +212,8 @@ class Memory(Engine):
             unavailable = self.extraction_stats.get("unavailable", 0)
         counts = dict(getattr(extractor, "stats", None) or {})
         extraction = {"extractor": None if extractor is None else type(extractor).__name__,
-                      **{k: int(counts.get(k, 0)) for k in ("turns", "llm_units", "fallback_turns", "fallback_units")},
+                      **{k: int(counts.get(k, 0)) for k in ("turns", "llm_units", "fallback_turns", "fallback_units",
+                                                            *REJECTION_STATS)},
                       "unavailable": unavailable, "pending_turns": self.store.count_pending(live.name)}
         with live.rw.read():
             views = live.views

@@ -22,6 +22,9 @@ from etamem.records import Turn
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10-dev.json"
 
+NO_REJECTIONS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
+                 "rejected_swapped_speaker": 0}
+
 
 def turn(text: str, speaker: str = "Caroline", turn_id: str = "D1:1", **extra) -> Turn:
     return Turn(turn_id=turn_id, session_id="s1", speaker=speaker, text=text, timestamp=TS, extra=extra)
@@ -199,7 +202,7 @@ def test_llm_extractor_renders_prompt_and_returns_facts():
     assert "a rainbow flag" in prompt
     assert "Monday, 8 May 2023" in prompt
     assert "Melanie: Hey Caroline! How have you been?" in prompt
-    assert ex.stats == {"turns": 1, "llm_units": 1, "fallback_turns": 0, "fallback_units": 0}
+    assert ex.stats == {"turns": 1, "llm_units": 1, "fallback_turns": 0, "fallback_units": 0, **NO_REJECTIONS}
 
 
 def test_llm_extractor_accepts_bare_list_and_empty_answer():
@@ -219,7 +222,7 @@ def test_unusable_llm_reply_falls_back_to_rules(answer, apply_validate):
     t = turn("Hey! I'm moving to Denver next month.")
     assert ex.extract(t) == ["Caroline is moving to Denver next month (June 2023)."]
     assert ex.extract_result(t) == (["Caroline is moving to Denver next month (June 2023)."], True)
-    assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2}
+    assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2, **NO_REJECTIONS}
 
 
 def test_no_llm_reply_raises_and_extracts_nothing():
@@ -227,7 +230,7 @@ def test_no_llm_reply_raises_and_extracts_nothing():
     with pytest.raises(ExtractionUnavailable, match="D1:1.*connection refused") as info:
         ex.extract(turn("I'm moving to Denver next month."))
     assert isinstance(info.value, LLMUnavailable) and isinstance(info.value.__cause__, LLMUnavailable)
-    assert ex.stats == {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0}
+    assert ex.stats == {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, **NO_REJECTIONS}
 
 
 def test_other_llm_exceptions_propagate():

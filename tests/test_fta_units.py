@@ -27,6 +27,9 @@ from llm_server import Reply
 
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday
 
+NO_REJECTIONS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
+                 "rejected_swapped_speaker": 0}
+
 
 @pytest.fixture(scope="module")
 def vader():
@@ -325,7 +328,8 @@ def test_llm_extraction_carries_partial_units_in_the_prompt_and_fuses_completion
     ext = LLMUnitExtractor(llm, vader)
     result = construct_units(turns, segments, ext)
     assert llm.usage()["fta_extract"].calls == 3 == len(segments)  # one call per segment
-    assert ext.stats == {"segments": 3, "llm_segments": 3, "fallback_segments": 0, "llm_units": 3, "fallback_units": 0}
+    assert ext.stats == {"segments": 3, "llm_segments": 3, "fallback_segments": 0, "llm_units": 3, "fallback_units": 0,
+                         **NO_REJECTIONS}
     prompts = [r["messages"][-1]["content"] for r in chat_server.requests]
     assert "(none)" in prompts[0]
     for p in prompts[1:]:

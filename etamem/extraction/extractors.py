@@ -11,7 +11,9 @@ no reply (unreachable, timeouts, 429/5xx after the client's retries, a rejected 
 raises `ExtractionUnavailable`: `Memory` leaves the turns pending and retries them on the next
 `add`/`flush`. When a reply comes but is unusable (not JSON after the repair round, wrong form,
 a refusal) that turn is extracted by the rule extractor, counted in `LLMExtractor.stats` and
-reported by `extract_result`.
+reported by `extract_result`; so is a turn whose reply holds a unit the turn does not support
+(a copy of the prompt's example, an invented name, number or date, the speaker swapped: see
+`etamem.extraction.grounding`).
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ from etamem.models.prompt_files import load_prompt, render_prompt
 from etamem.records import Turn
 
 __all__ = [  # also the names other modules import from here (moved to person_rewrite / relative_dates)
-    "STOPWORDS", "STYLES", "WE_FORMS", "Extraction", "ExtractionUnavailable", "LLMExtractor", "RuleExtractor",
+    "REJECTION_STATS", "STOPWORDS", "STYLES", "WE_FORMS", "Extraction", "ExtractionUnavailable", "LLMExtractor", "RuleExtractor",
     "addressee_of", "addressee_subject", "capitalise", "caption_sentence", "content_words", "first_plural_group",
     "is_salient", "is_statement", "prompt_datetime", "resolve_relative_dates", "rewrite_first_person",
     "rewrite_first_plural", "rewrite_second_person", "speaker_name", "speaker_subject", "split_sentences",
@@ -350,6 +352,9 @@ class RuleExtractor:
 
 
 # --- LLM extraction -----------------------------------------------------------------------
+# counters of units rejected as not grounded in their turn (see etamem.extraction.grounding)
+REJECTION_STATS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
+                   "rejected_swapped_speaker": 0}
 def prompt_datetime(ts: Any) -> str:
     """Readable date for prompts, e.g. 'Monday, 8 May 2023, 13:56 UTC'."""
     if ts is None:
@@ -418,13 +423,20 @@ class LLMExtractor:
     - an unusable reply (`LLMError`: not JSON after the repair round, not of the form
       {"facts": [...]}, a refusal, no text): the rule extractor's units for that turn,
       counted in `fallback_turns` / `fallback_units` (`extract_result` flags them);
+    - a reply with a unit that is not grounded in the turn, its context or the participants'
+      names (`etamem.extraction.grounding.check_unit`: a copy of the prompt's example, an
+      invented name / number / date / event, the speaker swapped; `grounding=False` turns the
+      check off): likewise the rule extractor's units for that turn, the rejected units counted
+      in `rejected_units` and per reason in `rejected_copied_example`, `rejected_invented_entity`,
+      `rejected_swapped_speaker`, and logged at warning with the turn id;
     - any other exception is a bug and propagates.
     An answer of zero facts is valid, not a fallback. Thread-safe (the counters are locked).
     """
 
     CONTEXT_TURNS = 4
 
-    def __init__(self, llm: Any, *, style: str = "locomo", fallback: RuleExtractor | None = None) -> None:
+    def __init__(self, llm: Any, *, style: str = "locomo", fallback: RuleExtractor | None = None,
+                 grounding: bool = True) -> None:
         if style not in STYLES:
             raise ValueError(f"extraction style {style!r}: expected one of {STYLES}")
         self.llm = llm
@@ -432,8 +444,11 @@ class LLMExtractor:
         self.prompt_name = f"extract_{style}"
         load_prompt(self.prompt_name)  # fail early when the template is missing
         self.fallback = fallback if fallback is not None else RuleExtractor()
+        self.grounding = grounding
+        self._examples: dict[str, tuple[str, ...]] = {}
+        self._speakers: dict[str, dict[str, None]] = {}  # space -> the speakers seen there (participants)
         self._lock = threading.Lock()
-        self._stats = {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0}
+        self._stats = {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, **REJECTION_STATS}
 
     @property
     def stats(self) -> dict[str, int]:
@@ -452,13 +467,40 @@ class LLMExtractor:
         )
         return [{"role": "user", "content": prompt}]
 
+    def _prompt_examples(self, speaker: str) -> tuple[str, ...]:
+        """The example sentences of the prompt as rendered for `speaker` (no turn in it)."""
+        from etamem.extraction.grounding import prompt_examples
+
+        found = self._examples.get(speaker)
+        if found is None:
+            found = prompt_examples(render_prompt(self.prompt_name, speaker=speaker, text="", date="", context=""))
+            self._examples[speaker] = found
+        return found
+
+    def ungrounded(self, facts: Sequence[str], turn: Turn, context: Sequence[Turn] = ()) -> list[tuple[str, Any]]:
+        """(fact, `Grounding`) of each fact the turn, the context the model saw and the
+        participants (the speakers of the turn's space this extractor has seen) do not support
+        (`etamem.extraction.grounding`)."""
+        from etamem.extraction.grounding import check_unit, turn_source
+
+        recent = list(context)[-self.CONTEXT_TURNS:]
+        names = [n for t in (*context, turn) for n in (turn_subject(t), speaker_name(t.speaker))]
+        with self._lock:  # the participants: the speakers of the space so far, not only of this session
+            seen = self._speakers.setdefault(turn.space, {})
+            if len(seen) < 256:
+                seen.update(dict.fromkeys(names))
+            names += list(seen)
+        source = turn_source(turn, recent, self._prompt_examples(speaker_name(turn.speaker)), participants=names)
+        return [(fact, verdict) for fact in facts if not (verdict := check_unit(fact, source))]
+
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
         """Units for `turn` (see the class docstring; raises `ExtractionUnavailable`)."""
         return self.extract_result(turn, context).units
 
     def extract_result(self, turn: Turn, context: Sequence[Turn] = ()) -> Extraction:
         """`Extraction(units, fallback)`: `fallback` is True when the LLM's reply was unusable
-        and the rule extractor made the units. Raises `ExtractionUnavailable` on no reply."""
+        or held a unit the turn does not support, and the rule extractor made the units. Raises
+        `ExtractionUnavailable` on no reply."""
         messages = self.build_messages(turn, context)
         facts: list[str] | None = None
         try:
@@ -470,6 +512,16 @@ class LLMExtractor:
         except LLMError as exc:
             logger.warning("extraction: unusable LLM reply for turn %s (%s: %s); rule fallback",
                            turn.turn_id, type(exc).__name__, exc)
+        rejected = self.ungrounded(facts, turn, context) if facts and self.grounding else []
+        if rejected:
+            logger.warning("extraction: %d ungrounded unit(s) in the LLM reply for turn %s (%s); rule fallback",
+                           len(rejected), turn.turn_id,
+                           "; ".join(f"{v.reason}: {fact!r}: {v.detail}" for fact, v in rejected))
+            with self._lock:
+                self._stats["rejected_units"] += len(rejected)
+                for _, verdict in rejected:
+                    self._stats[f"rejected_{verdict.reason}"] += 1
+            facts = None
         if facts is None:
             units = self.fallback.extract(turn, context)
             with self._lock:

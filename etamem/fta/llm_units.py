@@ -1,6 +1,7 @@
 """The LLM unit extractor: one call per segment with the carried units in the prompt, its reply
 validated (`parse_unit_reply`) and made into units; the rule extractor answers for a segment
-whose reply is unusable."""
+whose reply is unusable or holds a unit its evidence turns do not support (grounded units:
+`etamem.extraction.grounding`)."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +9,8 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from etamem.extraction.extractors import prompt_datetime, speaker_name, turn_text
+from etamem.extraction.extractors import REJECTION_STATS, prompt_datetime, speaker_name, turn_subject, turn_text
+from etamem.extraction.grounding import Grounding, Source, check_unit, known_name, prompt_examples
 from etamem.fta import rules
 from etamem.fta.rule_units import RuleUnitExtractor
 from etamem.fta.rules import CONTENT_TYPES, ORIENTATIONS
@@ -137,12 +139,17 @@ class LLMUnitExtractor:
     units in the prompt; the reply names which carried unit a new one completes. Affect labels
     and scores come from the `tagger` (the LLM gives emotion words and intentions); times are
     resolved with the project's parser. An unusable reply falls back to `fallback` (the rule
-    extractor) for that segment, counted in `stats`; no reply (`LLMUnavailable`) propagates."""
+    extractor) for that segment, counted in `stats`; so does a reply with a unit whose text or
+    summary its evidence turns (with the rest of the segment and the carried units as context)
+    do not support, or that names a participant no turn names (`grounding=False` turns the
+    check off): the rejected units are counted in `rejected_units` and per reason
+    (`rejected_copied_example`, `rejected_invented_entity`, `rejected_swapped_speaker`) and
+    logged at warning with the segment. No reply (`LLMUnavailable`) propagates."""
 
     STAGE = "fta_extract"
 
     def __init__(self, llm: Any, tagger: Any = None, *, fallback: RuleUnitExtractor | None = None,
-                 temperature: float | None = None, prompt: str = "fta_extract") -> None:
+                 temperature: float | None = None, prompt: str = "fta_extract", grounding: bool = True) -> None:
         self.llm = llm
         self.tagger = tagger
         self.fallback = fallback if fallback is not None else RuleUnitExtractor(tagger)
@@ -150,7 +157,10 @@ class LLMUnitExtractor:
         self.prompt = prompt
         load_prompt(prompt)
         self._lock = threading.Lock()
-        self._stats = {"segments": 0, "llm_segments": 0, "fallback_segments": 0, "llm_units": 0, "fallback_units": 0}
+        self.grounding = grounding
+        self._examples: tuple[str, ...] | None = None
+        self._stats = {"segments": 0, "llm_segments": 0, "fallback_segments": 0, "llm_units": 0, "fallback_units": 0,
+                       **REJECTION_STATS}
 
     @property
     def stats(self) -> dict[str, int]:
@@ -176,6 +186,18 @@ class LLMUnitExtractor:
         except (LLMError, ValueError) as exc:
             logger.warning("fta extraction: unusable LLM reply for segment %s:%d-%d (%s); rule extractor",
                            segment.session_id, segment.start, segment.end, exc)
+            items = None
+        rejected = self.ungrounded(items, segment, turns, carried) if items and self.grounding else []
+        if rejected:
+            logger.warning("fta extraction: %d ungrounded unit(s) in the LLM reply for segment %s:%d-%d (%s); "
+                           "rule extractor", len(rejected), segment.session_id, segment.start, segment.end,
+                           "; ".join(f"{v.reason}: {text!r}: {v.detail}" for text, v in rejected))
+            with self._lock:
+                self._stats["rejected_units"] += len(rejected)
+                for _, verdict in rejected:
+                    self._stats[f"rejected_{verdict.reason}"] += 1
+            items = None
+        if items is None:
             out = self.fallback.extract(segment, turns, carried)
             with self._lock:
                 self._stats["segments"] += 1
@@ -187,6 +209,36 @@ class LLMUnitExtractor:
             self._stats["segments"] += 1
             self._stats["llm_segments"] += 1
             self._stats["llm_units"] += len(out)
+        return out
+
+    def ungrounded(self, items: Sequence[dict[str, Any]], segment: Segment, turns: Sequence[Turn],
+                   carried: Sequence[FTAUnit] = ()) -> list[tuple[str, Grounding]]:
+        """(text, `Grounding`) of each unit of a parsed reply that is not grounded: its text or
+        summary against the turns of its evidence span (the segment's other turns and the carried
+        units are context), each participant against the names the turns give."""
+        if self._examples is None:
+            self._examples = prompt_examples(render_prompt(
+                self.prompt, date="", segment="", carried="", first=segment.start, last=segment.end,
+                content_types=" | ".join(CONTENT_TYPES)))
+        names = [n for t in turns for n in (turn_subject(t), speaker_name(t.speaker))]
+        names += [p for u in carried for p in (u.speaker, *u.participants) if p]
+        out = []
+        for item in items:
+            b, e = item["span"]
+            span = [t for k, t in enumerate(turns) if b <= segment.start + k <= e]
+            context = [t for t in turns if t not in span]
+            source = Source(tuple((turn_subject(t), turn_text(t)) for t in span),
+                            (*((turn_subject(t), turn_text(t)) for t in context), *((u.speaker, u.text) for u in carried)),
+                            tuple(dict.fromkeys(names)), self._examples, span[0].timestamp if span else None)
+            verdict = check_unit(item["text"], source)
+            if verdict and item.get("summary"):
+                verdict = check_unit(item["summary"], source)
+            for name in item.get("participants", ()) if verdict else ():
+                if not known_name(name, source):
+                    verdict = Grounding(False, "invented_entity", f"participant {name!r} no turn names")
+                    break
+            if not verdict:
+                out.append((item["text"], verdict))
         return out
 
     def _candidates(self, items: list[dict[str, Any]], segment: Segment, turns: list[Turn]) -> list[Candidate]:

@@ -1,8 +1,10 @@
 """Load and render the prompt templates kept as text files in `prompts/` (see docs/design.md, 'Answering and the LLM').
 
-Installed, the templates are package data of `etamem.prompts`; in a dev checkout
-(package not installed) they are read from the repository's `prompts/` directory next
-to `etamem/`. Placeholders are `{name}`; a literal brace is written `{{` / `}}`.
+Installed, the templates are package data of `etamem.prompts`. In a dev checkout (a
+`prompts/` directory next to the imported `etamem/` package) that directory comes first, so
+a checkout reads its own templates even when another checkout is the one installed in
+editable mode (which maps `etamem.prompts` to that checkout's `prompts/`). Placeholders are
+`{name}`; a literal brace is written `{{` / `}}`.
 """
 from __future__ import annotations
 
@@ -21,14 +23,13 @@ _REPO_PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 
 
 def _prompt_dirs() -> list[Any]:
-    """Candidate template directories, installed package data first."""
-    dirs: list[Any] = []
+    """Candidate template directories: the checkout's `prompts/` next to the imported package
+    when there is one, then the installed package data."""
+    dirs: list[Any] = [_REPO_PROMPTS] if _REPO_PROMPTS.is_dir() else []
     try:
         dirs.append(importlib.resources.files("etamem.prompts"))
     except (ModuleNotFoundError, TypeError):
         pass  # dev checkout: `prompts/` is not mapped to `etamem.prompts`
-    if _REPO_PROMPTS.is_dir():
-        dirs.append(_REPO_PROMPTS)
     return dirs
 
 
