@@ -176,7 +176,7 @@ class FakeLLM:
         self.apply_validate = apply_validate
         self.calls = []
 
-    def complete_json(self, messages, *, stage, validate=None):
+    def complete_json(self, messages, *, stage, validate=None, schema=None):
         self.calls.append((messages, stage))
         if isinstance(self.answer, Exception):
             raise self.answer

@@ -439,7 +439,7 @@ def test_attribute_names_the_speaker_when_the_unit_does_not():
 # --- LLM fallback gets the context -------------------------------------------------------------
 def test_llm_fallback_uses_context():
     class Broken:
-        def complete_json(self, messages, *, stage, validate=None):
+        def complete_json(self, messages, *, stage, validate=None, schema=None):
             raise LLMJSONError("not JSON")
 
     ex = LLMExtractor(Broken(), fallback=RuleExtractor(resolve_you=True, resolve_dates=True))

@@ -267,12 +267,15 @@ def test_the_llm_answer_sees_which_memory_is_current(changed, chat_server):
 def test_the_llm_classifier_asks_once_and_falls_back_to_the_rules(chat_server):
     cands = [Candidate("a", "The user lives in Chicago.", "user", T0, 0.6),
              Candidate("b", "The user loves jazz.", "user", T0, 0.3)]
-    chat_server.script(json.dumps({"replaced": [{"id": "a", "confidence": "high"}]}),
-                       json.dumps({"replaced": [{"id": "zz"}]}), json.dumps({"replaced": [{"id": "zz"}]}))
+    chat_server.script(json.dumps({"replaced": [{"id": "1", "confidence": "high"}]}),
+                       json.dumps({"replaced": [{"id": "a"}]}), json.dumps({"replaced": [{"id": "a"}]}))
     clf = LLMSupersession(LLMClient("test-model", base_url=chat_server.base_url, max_retries=0))
-    assert clf.classify("The user moved to Milwaukee.", "user", cands) == [("a", 0.9)]
-    prompt = chat_server.requests[0]["messages"][-1]["content"]
-    assert "- a (said 2024-03-01): The user lives in Chicago." in prompt and "jazz" not in prompt
+    assert clf.classify("The user moved to Milwaukee.", "user", cands) == [("a", 0.9)]  # short id 1 -> a
+    request = chat_server.requests[0]
+    prompt = request["messages"][-1]["content"]
+    assert "- 1 (said 2024-03-01): The user lives in Chicago." in prompt and "jazz" not in prompt
+    assert request["response_format"]["json_schema"]["schema"]["properties"]["replaced"]["items"][
+        "properties"]["id"]["enum"] == ["1"]  # only the offered ids
     rules = RuleSupersession().classify("The user moved to Milwaukee.", "user", cands[:1])
     assert clf.classify("The user moved to Milwaukee.", "user", cands) == rules and clf.stats["fallbacks"] == 1
 

@@ -192,7 +192,7 @@ def test_parse_link_reply():
 
 def test_llm_links_one_call_per_unit_with_neighbours_and_rule_fallback(chat_server, minilm):
     chat_server.script(
-        json.dumps({"links": [{"id": "u1", "relation": "supersedes", "confidence": "high"}]}),   # for u3
+        json.dumps({"links": [{"id": "c1", "relation": "supersedes", "confidence": "high"}]}),   # for u3: c1 = u1
         json.dumps({"links": []}),                                                           # for u4: no relation
         json.dumps({"links": [{"id": "nope", "relation": "contradicts"}]}),                  # for u5: bad id -> rules
     )
@@ -207,7 +207,8 @@ def test_llm_links_one_call_per_unit_with_neighbours_and_rule_fallback(chat_serv
     assert clf.stats == {"units": 3, "llm_units": 2, "fallback_units": 1}
     assert g.get("u1").status == "superseded" and g.get("u4").status == "contradicted"
     prompt = chat_server.requests[0]["messages"][-1]["content"]
-    assert "Caroline moved to Seattle." in prompt and "- u1 (said" in prompt and "Jon plays" not in prompt
+    assert "Caroline moved to Seattle." in prompt and "- c1 (said" in prompt and "Jon plays" not in prompt
+    assert "u1" not in prompt  # the model sees short ids only
 
 
 def test_llm_links_without_a_reply_raise(chat_server, minilm):

@@ -94,7 +94,7 @@ class FakeLLM:
         self.prompts.append(messages[-1]["content"])
         return self.reply(self.prompts[-1])
 
-    def complete_json(self, messages, stage="other", validate=None):
+    def complete_json(self, messages, stage="other", validate=None, schema=None):
         answer = json.loads(self.complete(messages, stage))
         return validate(answer) if validate else answer
 

@@ -405,6 +405,11 @@ def _facts_from(answer: Any) -> list[str] | None:
     return facts
 
 
+# the reply's form, asked for through `response_format` where the server takes a schema
+FACTS_SCHEMA = {"type": "object", "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+                "required": ["facts"]}
+
+
 def _checked_facts(answer: Any) -> list[str]:
     facts = _facts_from(answer)
     if facts is None:
@@ -504,7 +509,8 @@ class LLMExtractor:
         messages = self.build_messages(turn, context)
         facts: list[str] | None = None
         try:
-            facts = _facts_from(self.llm.complete_json(messages, stage="extract", validate=_checked_facts))
+            facts = _facts_from(self.llm.complete_json(messages, stage="extract", validate=_checked_facts,
+                                                            schema=FACTS_SCHEMA))
             if facts is None:  # an llm object that does not apply `validate`
                 logger.warning("extraction: unusable LLM answer for turn %s; rule fallback", turn.turn_id)
         except LLMUnavailable as exc:

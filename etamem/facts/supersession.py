@@ -441,15 +441,19 @@ class LLMSupersession:
                 and (c.similarity >= 0.6 or same_subject(new_text, c.text, speaker))]
         if not pool or not is_fact(new_text):
             return []
-        lines = "\n".join(f"- {c.unit_id} (said {c.timestamp:%Y-%m-%d}): {c.text}" for c in pool)
+        # short ids: small models shorten or invent the long unit ids they are offered
+        short = {str(i): c.unit_id for i, c in enumerate(pool, 1)}
+        lines = "\n".join(f"- {i} (said {c.timestamp:%Y-%m-%d}): {c.text}" for i, c in zip(short, pool))
         prompt = render_prompt("supersession", new=new_text, speaker=speaker or "the speaker", candidates=lines)
-        ids = [c.unit_id for c in pool]
+        ids = list(short)
         self.stats["calls"] += 1
         kwargs = {} if self.temperature is None else {"temperature": self.temperature}
         try:  # the cache entry quotes the candidates: deleting one of their turns forgets it
             with cache_refs(*(ref for c in pool for ref in c.refs)):
-                return self.llm.complete_json([{"role": "user", "content": prompt}], stage="supersession",
-                                              validate=lambda r: parse_reply(r, ids), **kwargs)
+                found = self.llm.complete_json([{"role": "user", "content": prompt}], stage="supersession",
+                                               validate=lambda r: parse_reply(r, ids), schema=replaced_schema(ids),
+                                               **kwargs)
+            return [(short[uid], conf) for uid, conf in found]
         except (LLMError, ValueError) as exc:
             logger.warning("supersession: unusable LLM reply (%s); rule classifier", exc)
             self.stats["fallbacks"] += 1
@@ -459,16 +463,28 @@ class LLMSupersession:
 _CONFIDENCE = {"low": 0.3, "medium": 0.6, "high": 0.9}
 
 
+def replaced_schema(ids: Sequence[str]) -> dict:
+    """The JSON schema of a supersession reply naming only the offered `ids`."""
+    item = {"type": "object", "properties": {"id": {"type": "string", "enum": list(ids)},
+                                             "confidence": {"type": "string", "enum": list(_CONFIDENCE)}},
+            "required": ["id", "confidence"]}
+    return {"type": "object", "properties": {"replaced": {"type": "array", "items": item}}, "required": ["replaced"]}
+
+
 def parse_reply(reply: Any, ids: Sequence[str]) -> list[tuple[str, float]]:
-    """[(id, confidence)] from a reply `{"replaced": [{"id": ..., "confidence": ...}]}` (text or
-    parsed); ValueError when it is not that shape or names an id that was not offered."""
+    """[(id, confidence)] from a reply `{"replaced": [{"id": ..., "confidence": ...}]}` or the bare
+    list (`[]`: none replaced; text or parsed); ValueError when it is not that shape or names an
+    id that was not offered."""
     if isinstance(reply, str):
         text = reply.strip()
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end < start:
-            raise ValueError("no JSON object in the reply")
-        reply = json.loads(text[start:end + 1])
-    items = reply.get("replaced") if isinstance(reply, dict) else None
+        if text.startswith("["):
+            reply = json.loads(text)
+        else:
+            start, end = text.find("{"), text.rfind("}")
+            if start < 0 or end < start:
+                raise ValueError("no JSON object in the reply")
+            reply = json.loads(text[start:end + 1])
+    items = reply.get("replaced") if isinstance(reply, dict) else reply  # a bare list: the items
     if not isinstance(items, list):
         raise ValueError('expected {"replaced": [...]}')
     out = []

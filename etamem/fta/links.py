@@ -349,6 +349,20 @@ def parse_link_reply(reply: Any, ids: Sequence[str]) -> list[LinkDecision]:
     return out
 
 
+def updates_schema(ids: Sequence[str]) -> dict:
+    """The JSON schema of a link reply naming only the offered `ids` (the prompt's form)."""
+    def one_of(words):
+        return {"type": "string", "enum": list(words)}
+
+    item = {"type": "object", "properties": {
+        "memory_id": one_of(ids), "completeness": one_of(LIFECYCLE_COMPLETENESS),
+        "lifecycle_status": one_of(LIFECYCLE_STATES), "relation": one_of((*RELATIONS, "unknown")),
+        "relation_confidence": one_of(("low", "medium", "high", "unknown"))},
+        "required": ["memory_id", "completeness", "lifecycle_status", "relation", "relation_confidence"]}
+    return {"type": "object", "properties": {"memory_updates": {"type": "array", "items": item}},
+            "required": ["memory_updates"]}
+
+
 class LLMLinkClassifier:
     """One LLM call per new unit that has neighbours (prompt `fta_link`, stage "fta_link"). An
     unusable reply falls back to the rules for that unit (`stats["fallback_units"]`); no reply
@@ -371,24 +385,33 @@ class LLMLinkClassifier:
         with self._lock:
             return dict(self._stats)
 
+    @staticmethod
+    def short_ids(neighbours: Sequence[Neighbour]) -> dict[str, str]:
+        """Short id -> unit id of the candidates (small models shorten or invent long ids)."""
+        return {f"c{i}": nb.unit.unit_id for i, nb in enumerate(neighbours, 1) if nb.unit.unit_id is not None}
+
     def build_messages(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[dict[str, str]]:
-        cands = "\n".join(f"- {nb.unit.unit_id} (said {prompt_datetime(nb.unit.dialogue_time)}, "
+        label = {v: k for k, v in self.short_ids(neighbours).items()}
+        cands = "\n".join(f"- {label.get(nb.unit.unit_id, nb.unit.unit_id)} (said {prompt_datetime(nb.unit.dialogue_time)}, "
                           f"lifecycle {nb.unit.lifecycle.status}, completeness {nb.unit.lifecycle.completeness}): "
                           f"{retrieval_text(nb.unit)}" for nb in neighbours)
-        text = render_prompt(self.prompt, new_id=new.unit_id or "new", new_date=prompt_datetime(new.dialogue_time),
+        text = render_prompt(self.prompt, new_id="new", new_date=prompt_datetime(new.dialogue_time),
                              new_unit=retrieval_text(new), candidates=cands)
         return [{"role": "user", "content": text}]
 
     def classify(self, new: FTAUnit, neighbours: Sequence[Neighbour]) -> list[LinkDecision]:
         if not neighbours:
             return []
-        ids = [nb.unit.unit_id for nb in neighbours if nb.unit.unit_id is not None]
+        short = self.short_ids(neighbours)
+        ids = list(short)
         params = {} if self.temperature is None else {"temperature": self.temperature}
         try:
             out = self.llm.complete_json(self.build_messages(new, neighbours), stage=self.STAGE,
-                                         validate=lambda r: parse_link_reply(r, ids), **params)
+                                         validate=lambda r: parse_link_reply(r, ids), schema=updates_schema(ids),
+                                         **params)
             if not (isinstance(out, list) and all(isinstance(x, LinkDecision) for x in out)):
                 out = parse_link_reply(out, ids)
+            out = [d._replace(target=short[d.target]) for d in out]
         except LLMUnavailable:
             raise
         except (LLMError, ValueError) as exc:

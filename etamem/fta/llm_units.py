@@ -68,6 +68,25 @@ def _known(value: Any) -> str:
     return "" if v.lower() in ("", "unknown", "none", "n/a", "null") else v
 
 
+def units_schema(segment: Segment) -> dict:
+    """The JSON schema of a unit reply for `segment` (the prompt's form; spans inside the segment)."""
+    word = {"type": "string"}
+    span = {"type": "array", "items": {"type": "integer", "minimum": segment.start, "maximum": segment.end},
+            "minItems": 2, "maxItems": 2}
+    content = {"type": "object", "properties": {"text": word, "participants": {"type": "array", "items": word},
+                                                "emotion_or_state": word, "intention_or_plan": word},
+               "required": ["text", "participants", "emotion_or_state", "intention_or_plan"]}
+    unit = {"type": "object", "properties": {
+        "summary": word, "time_orientation": {"type": "string", "enum": list(ORIENTATIONS)},
+        "content_type": {"type": "string", "enum": list(CONTENT_TYPES)}, "event_time": word, "content": content,
+        "evidence_turn_span": span, "status": {"type": "string", "enum": list(COMPLETENESS)},
+        "completes": {"type": ["string", "null"]}},
+        "required": ["summary", "time_orientation", "content_type", "event_time", "content", "evidence_turn_span",
+                     "status", "completes"]}
+    return {"type": "object", "properties": {"memory_units": {"type": "array", "items": unit}},
+            "required": ["memory_units"]}
+
+
 def parse_unit_reply(reply: Any, segment: Segment, n_carried: int) -> list[dict[str, Any]]:
     """Validated unit dicts from a `{"memory_units": [...]}` reply; ValueError when unusable (not
     of that form, an item without text, an evidence span that is not two integers or lies wholly
@@ -178,7 +197,8 @@ class LLMUnitExtractor:
         params = {} if self.temperature is None else {"temperature": self.temperature}
         try:
             items = self.llm.complete_json(self.build_messages(segment, turns, carried), stage=self.STAGE,
-                                           validate=lambda r: parse_unit_reply(r, segment, len(carried)), **params)
+                                           validate=lambda r: parse_unit_reply(r, segment, len(carried)),
+                                           schema=units_schema(segment), **params)
             if not (isinstance(items, list) and all(isinstance(i, dict) and "span" in i for i in items)):
                 items = parse_unit_reply(items, segment, len(carried))
         except LLMUnavailable:

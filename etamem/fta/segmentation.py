@@ -506,6 +506,16 @@ def parse_segment_reply(reply: Any, start: int, end: int) -> list[Cut]:
     return [Cut(b, r, 1.0, "llm") for b, _, r in spans if b > start]
 
 
+def segments_schema(start: int, end: int) -> dict:
+    """The JSON schema of a segmentation reply for the window start..end."""
+    span = {"type": "array", "items": {"type": "integer", "minimum": start, "maximum": end},
+            "minItems": 2, "maxItems": 2}
+    item = {"type": "object", "properties": {"turn_span": span, "boundary_trigger": {"type": "string", "enum": list(TRIGGERS)}},
+            "required": ["turn_span", "boundary_trigger"]}
+    return {"type": "object", "properties": {"segments": {"type": "array", "items": item, "minItems": 1}},
+            "required": ["segments"]}
+
+
 class LLMBoundaryDetector:
     """One LLM call per window (prompt `fta_segment`, stage "fta_segment"): JSON spans with one
     of the paper's boundary triggers. An unusable reply (not JSON after the client's repair
@@ -544,7 +554,8 @@ class LLMBoundaryDetector:
         params = {} if self.temperature is None else {"temperature": self.temperature}
         try:
             cuts = self.llm.complete_json(self.build_messages(turns, start, end), stage=self.STAGE,
-                                          validate=lambda r: parse_segment_reply(r, start, end), **params)
+                                          validate=lambda r: parse_segment_reply(r, start, end),
+                                          schema=segments_schema(start, end), **params)
             if not isinstance(cuts, list):  # an llm object that does not apply `validate`
                 cuts = parse_segment_reply(cuts, start, end)
         except LLMUnavailable:
