@@ -61,6 +61,12 @@ REJECTED = [  # (unit, turn text, speaker, reason)
      "invented_entity"),
     ("Maya went hiking in the Alps with her brother", "I stayed home and baked bread.", "Maya", "invented_entity"),
     ("Maya is moving to Denver in June 2024.", "I'm moving to Denver next month.", "Maya", "invented_entity"),
+    # one phrase of the example bringing a word nobody said: what the 0.5B wrote for most demo turns
+    ("Maya thinks she feels relieved because Jonas went well.", "Hi Jonas! Long time no see. How was your week?",
+     "Maya", "copied_example"),
+    # the trade-off: a state the turn only implies, in the example's words, is taken as a copy too
+    ("Maya feels relieved because the vet said Max is fine.", "Phew, the vet said Max is fine!", "Maya",
+     "copied_example"),
 ]
 
 
@@ -80,7 +86,8 @@ ACCEPTED = [  # (unit, turn text, speaker, context): legitimate rewrites
     ("Jonas finished the half-marathon.", "Did you finish the half-marathon?", "Maya", ()),
     ("Jonas ran a half-marathon.", "I'm so proud of that run!", "Maya", [("Jonas", "I ran a half-marathon!")]),
     ("Maya believes that art helps people heal.", "Painting helps me cope, art heals people.", "Maya", ()),
-    ("Maya feels relieved because the vet said Max is fine.", "Phew, the vet said Max is fine!", "Maya", ()),
+    ("Maya feels relieved because the vet said Max is fine.", "Phew, I feel so relieved: the vet said Max is fine!",
+     "Maya", ()),
     ("Maya shared a photo of a sunset over the lake.", "Look at this!", "Maya", ()),
     ("Maya and others went camping at the lake in the week of 1 May 2023.", "We went camping at the lake last week.",
      "Maya", ()),

@@ -390,8 +390,15 @@ def _copied(unit: str, src: Source, sup: _Support) -> str | None:
             grams.update(tuple(ew[i:i + 3]) for i in range(len(ew) - 2))
         covered = set()
         for i in range(len(words) - 2):
-            if tuple(words[i:i + 3]) in grams:
+            gram = tuple(words[i:i + 3])
+            if gram in grams:
                 covered.update((i, i + 1, i + 2))
+                # one phrase of an example is enough when it brings a word the source does not give
+                # ("feels relieved because" where nobody said relieved)
+                loose = [w for w in gram if _is_content(w) and not sup.supported(w) and w not in sup.people_words]
+                if loose:
+                    return (f"repeats the prompt's example phrase {' '.join(gram)!r} "
+                            f"({', '.join(loose)} not in the turn)")
         if len(covered) < COPY_MIN_WORDS or len(covered) < COPY_COVERAGE * len(words):
             continue
         unsupported = sorted({words[i] for i in covered if _is_content(words[i]) and not sup.supported(words[i])
