@@ -15,8 +15,8 @@ from importlib import resources
 import pytest
 
 from etamem.extraction import grounding
-from etamem.extraction.extractors import LLMExtractor, RuleExtractor, turn_text
-from etamem.extraction.grounding import LEGACY_EXAMPLES, Source, check_unit, prompt_examples, turn_source
+from etamem.extraction.extractors import LLMExtractor, RuleExtractor, turn_source, turn_text
+from etamem.extraction.grounding import LEGACY_EXAMPLES, Source, check_unit, prompt_examples
 from etamem.models.prompt_files import render_prompt
 from etamem.records import Turn
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
+from etamem.extraction.grounding import Source, check_unit, prompt_examples
 from etamem.extraction.person_rewrite import (
     WE_FORMS,
     addressee_of,
@@ -38,12 +39,13 @@ from etamem.extraction.person_rewrite import (
     we_group,
 )
 from etamem.extraction.relative_dates import resolve_relative_dates
+from etamem.extraction.stems import STOPWORDS
 from etamem.models.llm import LLMError, LLMUnavailable
 from etamem.models.prompt_files import load_prompt, render_prompt
 from etamem.records import Turn
 
 __all__ = [  # also the names other modules import from here (moved to person_rewrite / relative_dates)
-    "REJECTION_STATS", "STOPWORDS", "STYLES", "WE_FORMS", "Extraction", "ExtractionUnavailable", "LLMExtractor", "RuleExtractor",
+    "REJECTION_STATS", "STOPWORDS", "turn_source", "STYLES", "WE_FORMS", "Extraction", "ExtractionUnavailable", "LLMExtractor", "RuleExtractor",
     "addressee_of", "addressee_subject", "capitalise", "caption_sentence", "content_words", "first_plural_group",
     "is_salient", "is_statement", "prompt_datetime", "resolve_relative_dates", "rewrite_first_person",
     "rewrite_first_plural", "rewrite_second_person", "speaker_name", "speaker_subject", "split_sentences",
@@ -122,19 +124,6 @@ _CHITCHAT_RE = re.compile(
     r"|(?:good)?bye|have a (?:good|great|nice) (?:day|night|one|time))\b",
     re.IGNORECASE,
 )
-_STOPWORDS = set(
-    "a an the and or but so if then than that that's thats this these those it it's its is "
-    "are was were be been being am do does did doing have has had having will would can "
-    "could should shall may might must to of in on at for with about from by as up out just "
-    "really very too also much many some any anything something everything nothing all there "
-    "here what what's how how's who why when where which i i'm i've i'll i'd me my mine myself "
-    "you you're you've you'll you'd your yours yourself we we're our us they they're them their "
-    "he she him her his hers not no yes yeah yep ok okay oh wow hey hi hello lol haha thanks "
-    "thank bye good great cool awesome amazing nice sweet wonderful fantastic lovely incredible "
-    "glad super totally definitely absolutely sure now still always ever such own one kind sort "
-    "kinda gonna wanna pretty lot lots things thing stuff".split()
-)
-STOPWORDS = frozenset(_STOPWORDS)  # words that carry no content (also read by etamem.extraction.stems)
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019&-]*")
 
 
@@ -159,7 +148,7 @@ def strip_filler(sentence: str) -> str:
 def content_words(sentence: str) -> list[str]:
     """Words that carry content: not chit-chat phrases, function words or filler."""
     s = _CHITCHAT_RE.sub(" ", sentence.replace("\u2019", "'"))
-    return [w for w in _WORD_RE.findall(s) if w.lower() not in _STOPWORDS]
+    return [w for w in _WORD_RE.findall(s) if w.lower() not in STOPWORDS]
 
 
 # --- short sentences worth keeping --------------------------------------------------------
@@ -169,7 +158,7 @@ _NUMBER_WORDS = set(
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "
     "million billion dozen".split()
 )
-_NOT_NAMES = _STOPWORDS | {"god", "omg", "lmao", "xd", "haha", "hahaha", "lol", "ugh", "yay", "aww", "ooh", "omw"}
+_NOT_NAMES = STOPWORDS | {"god", "omg", "lmao", "xd", "haha", "hahaha", "lol", "ugh", "yay", "aww", "ooh", "omw"}
 _TIME_WORD_RE = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|weekends?|noon|midnight|january|february|march|april|june|"
     r"july|august|september|october|november|december|monday|tuesday|wednesday|thursday|friday|saturday|"
@@ -239,7 +228,7 @@ def is_statement(sentence: str, participants: Sequence[str] = ()) -> bool:
     names = [p.lower() for p in participants if p]
     for word in content_words(s):
         low = word.lower().strip("'")
-        if low in _REPLY_WORDS or low in _STOPWORDS:
+        if low in _REPLY_WORDS or low in STOPWORDS:
             continue
         if _names_participant(low, names):
             continue
@@ -474,8 +463,6 @@ class LLMExtractor:
 
     def _prompt_examples(self, speaker: str) -> tuple[str, ...]:
         """The example sentences of the prompt as rendered for `speaker` (no turn in it)."""
-        from etamem.extraction.grounding import prompt_examples
-
         found = self._examples.get(speaker)
         if found is None:
             found = prompt_examples(render_prompt(self.prompt_name, speaker=speaker, text="", date="", context=""))
@@ -486,8 +473,6 @@ class LLMExtractor:
         """(fact, `Grounding`) of each fact the turn, the context the model saw and the
         participants (the speakers of the turn's space this extractor has seen) do not support
         (`etamem.extraction.grounding`)."""
-        from etamem.extraction.grounding import check_unit, turn_source
-
         recent = list(context)[-self.CONTEXT_TURNS:]
         names = [n for t in (*context, turn) for n in (turn_subject(t), speaker_name(t.speaker))]
         with self._lock:  # the participants: the speakers of the space so far, not only of this session
@@ -539,3 +524,15 @@ class LLMExtractor:
             self._stats["turns"] += 1
             self._stats["llm_units"] += len(facts)
         return Extraction(facts, False)
+
+
+def turn_source(turn, context=(), examples: Iterable[str] = (), *, participants: Iterable[str] = ()) -> Source:
+    """The `Source` of one `Turn` as an extractor's prompt shows it: its text with the photo
+    caption, the `context` turns given to the model, the participants (the speakers of the
+    turn and of `context`, as units name them and as they are shown, plus `participants`)."""
+    names = [turn_subject(turn), speaker_name(turn.speaker), *participants]
+    for t in context:
+        names += [turn_subject(t), speaker_name(t.speaker)]
+    return Source(((turn_subject(turn), turn_text(turn)),),
+                  tuple((turn_subject(t), turn_text(t)) for t in context),
+                  tuple(dict.fromkeys(n for n in names if n)), tuple(examples), turn.timestamp)

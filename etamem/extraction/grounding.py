@@ -38,15 +38,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Iterable, Sequence
 
-from etamem.extraction.extractors import STOPWORDS
-from etamem.extraction.relative_dates import _REL_DATE_RE, resolve_relative_dates
-from etamem.extraction.stems import _GENERIC, stem
+from etamem.extraction.relative_dates import REL_DATE_RE, resolve_relative_dates
+from etamem.extraction.stems import GENERIC_WORDS, STOPWORDS, stem
 
 __all__ = [
     "COPY_COVERAGE", "COPY_MIN_WORDS", "COPY_UNSUPPORTED", "DATE_SLACK_DAYS", "Grounding", "INVENTED_MIN",
-    "INVENTED_SHARE", "LEGACY_EXAMPLES", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "known_name", "prompt_examples",
-    "turn_source",
-]
+    "INVENTED_SHARE", "LEGACY_EXAMPLES", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "known_name", "prompt_examples"]
 
 REASONS = ("copied_example", "invented_entity", "swapped_speaker")
 
@@ -204,7 +201,7 @@ def _parts(word: str) -> list[str]:
 
 
 def _is_content(word: str) -> bool:
-    return (len(word) >= 3 and word not in STOPWORDS and word not in _GENERIC and not any(c.isdigit() for c in word)
+    return (len(word) >= 3 and word not in STOPWORDS and word not in GENERIC_WORDS and not any(c.isdigit() for c in word)
             and word not in _NUMBER_WORDS and word not in _MONTHS and word not in _WEEKDAYS)
 
 
@@ -264,7 +261,7 @@ class _Support:
         self.weekdays = {_WEEKDAYS[w] for w in self.words if w in _WEEKDAYS}
         self.when = src.when
         # a time expression that `resolve_relative_dates` does not resolve ("a few weeks ago", "in the spring")
-        self.vague = any(_TIME_VAGUE.search(_REL_DATE_RE.sub(" ", t)) for t in texts)
+        self.vague = any(_TIME_VAGUE.search(REL_DATE_RE.sub(" ", t)) for t in texts)
         self.years_vague = any(_YEARS_VAGUE.search(t) for t in texts)
         self.days: set[date] = set()  # the session's day (+-1) and the days its relative dates name
         self.near_days: set[date] = set()  # ... and those within DATE_SLACK_DAYS of a relative date
@@ -284,7 +281,7 @@ class _Support:
 
     def _derive(self, text: str, when: datetime) -> None:
         """Dates the text's relative expressions resolve to (as `resolve_relative_dates` writes them)."""
-        for m in _REL_DATE_RE.finditer(text):
+        for m in REL_DATE_RE.finditer(text):
             resolved = resolve_relative_dates(m.group(0), when)
             label = resolved[len(m.group(0)):].strip(" ()")
             if not label:
@@ -568,17 +565,3 @@ def known_name(name: str, source: Source) -> bool:
 def check_units(units: Sequence[str], source: Source) -> list[Grounding]:
     """`check_unit` of each unit (the source's support is computed once)."""
     return [check_unit(u, source) for u in units]
-
-
-def turn_source(turn, context=(), examples: Iterable[str] = (), *, participants: Iterable[str] = ()) -> Source:
-    """The `Source` of one `Turn` as an extractor's prompt shows it: its text with the photo
-    caption, the `context` turns given to the model, the participants (the speakers of the
-    turn and of `context`, as units name them and as they are shown, plus `participants`)."""
-    from etamem.extraction.extractors import speaker_name, turn_subject, turn_text
-
-    names = [turn_subject(turn), speaker_name(turn.speaker), *participants]
-    for t in context:
-        names += [turn_subject(t), speaker_name(t.speaker)]
-    return Source(((turn_subject(turn), turn_text(turn)),),
-                  tuple((turn_subject(t), turn_text(t)) for t in context),
-                  tuple(dict.fromkeys(n for n in names if n)), tuple(examples), turn.timestamp)

@@ -23,7 +23,7 @@ _WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday":
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 _WD_ALT = "|".join(sorted(_WEEKDAYS, key=len, reverse=True))
-_REL_DATE_RE = re.compile(
+REL_DATE_RE = re.compile(
     r"\b(?:(?P<dby>(?:the\s+)?day\s+before\s+yesterday)"
     r"|(?P<dat>(?:the\s+)?day\s+after\s+tomorrow)"
     r"|(?P<yest>yesterday|last\s+night)"
@@ -146,4 +146,4 @@ def resolve_relative_dates(sentence: str, when: datetime | None) -> str:
             return m.group(0)
         return f"{m.group(0)} ({label})" if label else m.group(0)
 
-    return _REL_DATE_RE.sub(fn, sentence)
+    return REL_DATE_RE.sub(fn, sentence)

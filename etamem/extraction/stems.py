@@ -8,9 +8,21 @@ from __future__ import annotations
 
 import re
 
-from etamem.extraction.extractors import STOPWORDS  # the AMU rule extractor's list
+# words that carry no content (the rule extractor's filler test, the topic stems, grounding)
+STOPWORDS = frozenset(
+    "a an the and or but so if then than that that's thats this these those it it's its is "
+    "are was were be been being am do does did doing have has had having will would can "
+    "could should shall may might must to of in on at for with about from by as up out just "
+    "really very too also much many some any anything something everything nothing all there "
+    "here what what's how how's who why when where which i i'm i've i'll i'd me my mine myself "
+    "you you're you've you'll you'd your yours yourself we we're our us they they're them their "
+    "he she him her his hers not no yes yeah yep ok okay oh wow hey hi hello lol haha thanks "
+    "thank bye good great cool awesome amazing nice sweet wonderful fantastic lovely incredible "
+    "glad super totally definitely absolutely sure now still always ever such own one kind sort "
+    "kinda gonna wanna pretty lot lots things thing stuff".split()
+)
 
-_GENERIC = set(
+GENERIC_WORDS = set(
     "go goes going went gone get got gets do did does done make made have has had want wanted plan planned "
     "planning will would really think thought know knew say said tell told take took come came time day days "
     "week weeks weekend month months year years next last ago yesterday today tomorrow tonight morning evening "
@@ -50,9 +62,9 @@ def topic_stems(text: str, exclude: set[str] | frozenset[str] = frozenset()) -> 
     out = set()
     for tok in _TOKEN.findall(text.lower().replace("\u2019", "'")):
         tok = tok.removesuffix("'s")
-        if tok in STOPWORDS or tok in _GENERIC or tok in excluded or len(tok) < 3:
+        if tok in STOPWORDS or tok in GENERIC_WORDS or tok in excluded or len(tok) < 3:
             continue
         s = stem(tok)
-        if s not in _GENERIC and s not in excluded:
+        if s not in GENERIC_WORDS and s not in excluded:
             out.add(s)
     return out
