@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from etamem.bench.items import BenchConversation, BenchQuestion
-from etamem.ingest.datasets import _load_json, shape_guard
+from etamem.ingest.datasets import load_json, shape_guard
 
 START = datetime(2023, 1, 2, 9, 0)  # the first chat's day
 CHAT_GAP_DAYS = (1, 4)  # days between consecutive chats (inclusive range)
@@ -37,7 +37,7 @@ def read_prefeval(path: str | Path) -> tuple[dict[str, list[dict]], list[dict]]:
                          "filtered_inter_turns.json")
     topics: dict[str, list[dict]] = {}
     for file in sorted(topics_dir.glob("*.json")):
-        items = _load_json(file)
+        items = load_json(file)
         if not isinstance(items, list) or not items:
             raise ValueError(f"{file}: expected a non-empty list of {{preference, question}} items")
         for i, item in enumerate(items):
@@ -47,7 +47,7 @@ def read_prefeval(path: str | Path) -> tuple[dict[str, list[dict]], list[dict]]:
         topics[file.stem] = items
     if not topics:
         raise ValueError(f"{topics_dir}: no <topic>.json file")
-    chats = _load_json(chats_file)
+    chats = load_json(chats_file)
     if not isinstance(chats, list) or not chats:
         raise ValueError(f"{chats_file}: expected a non-empty list of chats")
     for i, chat in enumerate(chats):

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from etamem.bench.data import BenchConversation, load_locomo
-from etamem.ingest.datasets import _load_json, shape_guard
+from etamem.ingest.datasets import load_json, shape_guard
 
 ROLES = ("user", "assistant")  # speaker_a, speaker_b
 LABELS = {"user": "the user", "assistant": "the assistant"}
@@ -78,7 +78,7 @@ def with_roles(conv: BenchConversation, speaker_a: str, speaker_b: str) -> Bench
 def speakers(path: str) -> dict[str, tuple[str, str]]:
     """sample_id -> (speaker_a, speaker_b) of a LoCoMo file."""
     out = {}
-    for i, sample in enumerate(_load_json(path)):
+    for i, sample in enumerate(load_json(path)):
         with shape_guard(path, "sample", i):
             conv = sample["conversation"]
             out[sample["sample_id"]] = (conv["speaker_a"], conv["speaker_b"])

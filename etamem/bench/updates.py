@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from etamem.bench.items import BenchConversation, BenchQuestion
 from etamem.bench.metrics import evidence_recall
-from etamem.ingest.datasets import _load_json, read_longmemeval, shape_guard
+from etamem.ingest.datasets import load_json, read_longmemeval, shape_guard
 from etamem.ingest.timeparse import parse_timestamp
 
 SPLITS = ("dev", "test", "all")
@@ -71,7 +71,7 @@ def shipped_scenarios() -> str:
 
 def read_scenarios(path: str | Path) -> list[Scenario]:
     """The scenarios of a JSON file; ValueError naming the file and the scenario when malformed."""
-    data = _load_json(path)
+    data = load_json(path)
     if isinstance(data, dict):
         data = data.get("scenarios")
     if not isinstance(data, list) or not data:
@@ -107,7 +107,7 @@ def read_filler(path: str | Path | None) -> list[list[tuple[str, str]]]:
         file = file / "filtered_inter_turns.json"
     if not file.is_file():
         raise ValueError(f"--filler: {file} does not exist (expected PrefEval's directory or filtered_inter_turns.json)")
-    chats = _load_json(file)
+    chats = load_json(file)
     if not isinstance(chats, list) or not chats:
         raise ValueError(f"{file}: expected a non-empty list of chats")
     out = []

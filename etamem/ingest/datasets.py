@@ -29,7 +29,7 @@ class Conversation:
     labels: list[str] | None = None  # where each turn comes from, for errors: "talk.jsonl:4: turn"
 
 
-def _load_json(path: str | Path) -> Any:
+def load_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
@@ -61,7 +61,7 @@ def shape_guard(path, what: str, index: int) -> Iterator[None]:
 def _records(path, listed: str, what: str, parse) -> Iterator[Conversation]:
     """`parse(record)` for each record of a file holding a JSON list of `listed` (e.g. "LoCoMo
     samples"); wrong shapes named by `shape_guard` with `what` (e.g. "sample")."""
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a list of {listed}")
     for index, record in enumerate(data):

@@ -14,7 +14,7 @@ _LOCOMO = re.compile(
 _LONGMEMEVAL = re.compile(
     r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]{2,9}\))?\s*(?:(\d{1,2}):(\d{2}))?\s*$"
 )
-_MONTHS = {
+MONTHS = {
     m: i + 1
     for i, names in enumerate(
         [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"),
@@ -76,7 +76,7 @@ def _parse_locomo(text: str) -> datetime | None:
     if not m:
         return None
     hour, minute, ampm, day, month_name, year = m.groups()
-    month = _MONTHS.get(month_name.lower())
+    month = MONTHS.get(month_name.lower())
     hour_i = int(hour)
     if month is None or not 1 <= hour_i <= 12:
         return None

@@ -4,7 +4,7 @@ Each function returns a rich renderable; print it with `rich.console.Console().p
 """
 from __future__ import annotations
 
-from etamem.inspection.reports import AMUPath, Distribution, NodeInfo, QueryTrace, SpaceStats, ViewStats, _snippet
+from etamem.inspection.reports import AMUPath, Distribution, NodeInfo, QueryTrace, SpaceStats, ViewStats, snippet
 
 BAR = "█"
 
@@ -50,7 +50,7 @@ def _node_label(node: NodeInfo, width: int):
     if node.truncated:
         t.append("  …", style="yellow")
     if node.summary and node.kind not in ("leaf", "session"):
-        t.append(f"\n{_snippet(node.summary, width)}", style="italic")
+        t.append(f"\n{snippet(node.summary, width)}", style="italic")
     return t
 
 
@@ -70,7 +70,7 @@ def render_tree(node: NodeInfo, max_members: int = 3, width: int = 100):
             line = _line()
             line.append(f"{_date(a.timestamp)} ", style="dim")
             line.append(f"{a.polarity[:3]} ", style={"positive": "green", "negative": "red"}.get(a.polarity, "dim"))
-            line.append(_snippet(f"{a.speaker}: {a.text}", width))
+            line.append(snippet(f"{a.speaker}: {a.text}", width))
             branch.add(line)
         if len(n.members) > max_members:
             branch.add(_line(f"(+{len(n.members) - max_members} more AMUs)", style="dim"))
@@ -158,21 +158,21 @@ def render_trace(tr: QueryTrace, max_candidates: int = 5, width: int = 80):
             lv = branch.add(_line(f"level {i + 1}: {len(level)} kept", style="cyan"))
             for c in level[:max_candidates]:
                 lv.add(_line(f"{c.kind} {c.node_id} ({c.count}) score {c.score:.3f} = cos {c.cos:.3f} / "
-                            f"bm25n {c.bm25n:.2f}  {_snippet(c.label, width - 40)}"))
+                            f"bm25n {c.bm25n:.2f}  {snippet(c.label, width - 40)}"))
             if len(level) > max_candidates:
                 lv.add(_line(f"(+{len(level) - max_candidates} more)", style="dim"))
     hits = Tree(Text(f"Hits ({len(tr.hits)})", style="bold"))
     for h in tr.hits:
         node = hits.add(_line(f"{h.rank:2d}. [{h.score:.3f}] {'+'.join(h.views)} {_date(h.amu.timestamp)} "
-                             f"{_snippet(h.amu.text, width)}"))
+                             f"{snippet(h.amu.text, width)}"))
         for t in h.source_turns:
-            node.add(_line(f"<- {t.turn_id} {t.speaker}: {_snippet(t.text, width)}", style="dim"))
+            node.add(_line(f"<- {t.turn_id} {t.speaker}: {snippet(t.text, width)}", style="dim"))
     return Group(head, info, routing, beams, hits)
 
 
 def render_paths(p: AMUPath, width: int = 80):
     _, Group, _, Text, Tree = _rich()
-    root = Tree(_line(f"{p.amu.amu_id} ({p.amu.polarity}, {_date(p.amu.timestamp)}): {_snippet(p.amu.text, width)}",
+    root = Tree(_line(f"{p.amu.amu_id} ({p.amu.polarity}, {_date(p.amu.timestamp)}): {snippet(p.amu.text, width)}",
                      style="bold"))
     for view, steps in p.paths.items():
         if steps is None:
@@ -181,5 +181,5 @@ def render_paths(p: AMUPath, width: int = 80):
         branch = root.add(_line(f"{view}", style="bold"))
         for s in steps:  # root first, one line per node, nested
             branch = branch.add(_line(f"{s.kind} {s.node_id} ({s.count} AMUs)"
-                                      + (f"  {_snippet(s.summary, width)}" if s.summary else "")))
+                                      + (f"  {snippet(s.summary, width)}" if s.summary else "")))
     return root

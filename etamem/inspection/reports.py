@@ -270,7 +270,7 @@ def _pairs(counter: Counter) -> list[list[int]]:
     return [[int(k), int(v)] for k, v in sorted(counter.items())]
 
 
-def _snippet(text: str | None, n: int = 90) -> str:
+def snippet(text: str | None, n: int = 90) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -452,10 +452,10 @@ def _candidate_info(views, view: str, key: str, score: float, cos: float, bm: fl
     if view == "time":
         n = views.time.nodes[key]
         label = views.time.node_text(key)
-        return Candidate(key, n.level, n.count, score, cos, bm, _snippet(label))
+        return Candidate(key, n.level, n.count, score, cos, bm, snippet(label))
     tree = views.tree(view)
     nid = int(key)
-    return Candidate(key, _tree_kind(tree, nid), int(tree.count[nid]), score, cos, bm, _snippet(tree.node_text(nid)))
+    return Candidate(key, _tree_kind(tree, nid), int(tree.count[nid]), score, cos, bm, snippet(tree.node_text(nid)))
 
 
 @_locked

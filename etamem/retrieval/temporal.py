@@ -42,7 +42,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
-from etamem.ingest.timeparse import _MONTHS
+from etamem.ingest.timeparse import MONTHS
 
 __all__ = ["TimeWindow", "is_when_question", "parse_time_window"]
 
@@ -76,7 +76,7 @@ _WORDS = {w: i + 1 for i, w in enumerate(
 _NUM = (r"(?:a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an|a|\d{1,3}|"
         + "|".join(_WORDS) + ")")
 _UNIT = r"(?P<u>day|week|month|year)s?"
-_MON = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MON = "|".join(sorted(MONTHS, key=len, reverse=True))
 _WD_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _WD = "|".join(_WD_NAMES)
 _YEAR = r"(?:19|20)\d\d"
@@ -188,7 +188,7 @@ def _h_weekday(m, c):
 
 
 def _h_day(m, c):
-    month, day = _MONTHS[m["m"].lower()], int(m["d"])
+    month, day = MONTHS[m["m"].lower()], int(m["d"])
     if not (m["y"] or c.now):
         return None
     year = int(m["y"]) if m["y"] else c.today.year - ((month, day) > (c.today.month, c.today.day))
@@ -211,7 +211,7 @@ def _h_iso(m, c):
 def _h_month(m, c):
     if not (m["pre"] or m["third"] or m["y"]):
         return None
-    month = _MONTHS[m["m"].lower()]
+    month = MONTHS[m["m"].lower()]
     if not (m["y"] or c.now):
         return None
     year = int(m["y"]) if m["y"] else c.today.year - (month > c.today.month)
@@ -226,7 +226,7 @@ def _h_month(m, c):
 def _h_rel_month(m, c):
     if not c.now:
         return None
-    p, month, today = m["p"].lower(), _MONTHS[m["m"].lower()], c.today
+    p, month, today = m["p"].lower(), MONTHS[m["m"].lower()], c.today
     year = today.year
     if p == "next":
         year += month <= today.month

@@ -38,7 +38,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from etamem.store.pg_pool import PgPool, is_lost, require_psycopg, split_pool_size
-from etamem.store.schema import _SCHEMA, UNIT_KINDS, VECTOR_TABLES, _blob, upsert
+from etamem.store.schema import SCHEMA, UNIT_KINDS, VECTOR_TABLES, upsert, vector_blob
 from etamem.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _connect(url: str):
 
 def _ddl() -> list[str]:
     """The shared schema in PostgreSQL's types, one statement each."""
-    text = re.sub(r"\b(BLOB|REAL|TEXT)\b", lambda m: _TYPES[m.group(1)], _SCHEMA)
+    text = re.sub(r"\b(BLOB|REAL|TEXT)\b", lambda m: _TYPES[m.group(1)], SCHEMA)
     return [s.strip() for s in text.split(";") if s.strip()]
 
 
@@ -181,7 +181,7 @@ class PgStore(SqlStore):
     @staticmethod
     def _vector_params(vec: np.ndarray) -> tuple:
         v = np.asarray(vec, np.float32).ravel()
-        return _blob(v), "[" + ",".join(map(repr, v.tolist())) + "]"  # repr: every float32 exactly
+        return vector_blob(v), "[" + ",".join(map(repr, v.tolist())) + "]"  # repr: every float32 exactly
 
     def _index_vectors(self, table: str, kind: str | None, dim: int) -> None:
         """The HNSW index over `table`'s vectors of `kind` and `dim`, created if missing (in a

@@ -16,7 +16,7 @@ FORMAT_VERSION = 6  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA
 # the tables added since are created empty.
 
 # Written in SQLite's types; PostgreSQL maps BLOB, REAL and TEXT to its own (etamem.store.postgres).
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS turns (
     space TEXT NOT NULL, turn_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL,
@@ -144,7 +144,7 @@ _BUMP = ("INSERT INTO space_meta (space, key, value) VALUES (?, 'generation', '1
 _EPOCH = upsert("space_meta", ("space", "key", "value"), ("space", "key"), replace=False)  # set once per life
 
 
-def _blob(vec: np.ndarray) -> bytes:
+def vector_blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype="<f4").tobytes()
 
 

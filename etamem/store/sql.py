@@ -5,7 +5,7 @@ The store knows no algorithm. Timestamps are kept as ISO 8601 strings plus epoch
 vectors as little-endian float32 blobs; lists as JSON. No pickle. The SQL is written once, with
 `?` placeholders and the `INSERT ... ON CONFLICT` upsert both databases accept, and every write
 that belongs together is one transaction. A backend fills in a small dialect layer (the hooks
-at the top of `SqlStore`): the connection and its placeholder, the column types of `_SCHEMA`,
+at the top of `SqlStore`): the connection and its placeholder, the column types of `SCHEMA`,
 the JSON-array query (`_json_values`), how a write transaction starts (`transaction`), what a
 consistent read is (`snapshot`), the extra vector column (`_vector_sql`, `_vector_params`,
 `_index_vectors`), what makes deleted text leave the files (`truncate_wal`) and how nearest
@@ -35,10 +35,10 @@ from etamem.store.schema import (
     UNIT_KINDS,
     VECTOR_TABLES,
     UnitExtras,
-    _blob,
     _vec,
     top_cosine,
     upsert,
+    vector_blob,
 )
 from etamem.store.spaces import SpaceRows
 from etamem.store.units import UnitRows
@@ -92,7 +92,7 @@ class SqlStore(SpaceRows, UnitRows):
 
     @staticmethod
     def _vector_params(vec: np.ndarray) -> tuple:
-        return (_blob(vec),)
+        return (vector_blob(vec),)
 
     def _index_vectors(self, table: str, kind: str | None, dim: int) -> None:
         """Called before a write stores vectors of `dim` in `table` (`kind` for unit vectors);
@@ -206,4 +206,4 @@ class SqlStore(SpaceRows, UnitRows):
 
     def put_vectors(self, kind: str, model: str, items: dict[str, np.ndarray]) -> None:
         with self.transaction() as cur:  # keys in one order: concurrent writers of shared keys never deadlock
-            cur.executemany(_PUT_CACHED, [(kind, model, k, _blob(items[k])) for k in sorted(items)])
+            cur.executemany(_PUT_CACHED, [(kind, model, k, vector_blob(items[k])) for k in sorted(items)])

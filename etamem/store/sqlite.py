@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 
 from etamem.store.locks import SpaceFileLock
 from etamem.store.private_files import private_file
-from etamem.store.schema import _SCHEMA, FORMAT_VERSION, MODEL_KEYS, top_cosine
+from etamem.store.schema import FORMAT_VERSION, MODEL_KEYS, SCHEMA, top_cosine
 from etamem.store.sql import SqlStore
 
 __all__ = ["BUSY_TIMEOUT_S", "DATABASE_URL_PREFIXES", "FORMAT_VERSION", "MODEL_KEYS", "STORE_FILE", "SqlStore", "Store",
@@ -46,7 +46,7 @@ class Store(SqlStore):
             self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA secure_delete=ON")
-        self._conn.executescript(_SCHEMA)
+        self._conn.executescript(SCHEMA)
         self._check_version()
 
     @contextmanager

@@ -22,7 +22,7 @@ import numpy as np
 
 from etamem.kernels import beam_descend
 from etamem.views.calibration import Calibrator
-from etamem.views.tree_maintenance import TreeMaintenance, _unit
+from etamem.views.tree_maintenance import TreeMaintenance, unit_rows
 from etamem.views.tree_rows import TreeRows
 
 
@@ -189,7 +189,7 @@ class SemanticTree(TreeMaintenance, TreeRows):
             kids = self.children[nid]
             self.sums[nid] = self.sums[kids].sum(axis=0) if kids else 0.0
             self.count[nid] = int(self.count[kids].sum()) if kids else 0
-        self.cent[nid] = _unit(self.sums[nid])
+        self.cent[nid] = unit_rows(self.sums[nid])
         self.changed.add(nid)
 
     def path(self, nid: int) -> list[int]:
@@ -335,7 +335,7 @@ class SemanticTree(TreeMaintenance, TreeRows):
                              else "insert_many: duplicate amu_ids in the batch")
         if not ids:
             return []
-        X = _unit(X)
+        X = unit_rows(X)
         first = self.n_rows
         self.n_rows += len(ids)
         self._grow("X", self.n_rows)
@@ -404,7 +404,7 @@ class SemanticTree(TreeMaintenance, TreeRows):
         n_up = np.rint(member @ n_add).astype(np.int64)
         self.count[uniq] += sign * n_up
         self.pending[uniq] += n_up
-        self.cent[uniq] = _unit(sums)
+        self.cent[uniq] = unit_rows(sums)
         self.changed.update(uniq.tolist())
         touched = leaves.tolist()
         self.dirty.update(touched)

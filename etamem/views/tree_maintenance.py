@@ -18,7 +18,7 @@ Summariser = Callable[[list[str], list[str]], str]  # (child summaries, represen
 QUOTES_CAP = 512  # units an LLM summary's record of what it may quote holds; past it: anything
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows (or one vector) scaled to unit length, as float32; zero stays zero."""
     n = np.sqrt(np.einsum("...i,...i->...", x, x))[..., None]
     return (x / np.maximum(n, 1e-12)).astype(np.float32)
@@ -154,7 +154,7 @@ class TreeMaintenance:
         self.count[keep] += self.count[gone]
         self.pending[keep] += len(rows)
         self._sizes_stale.add(keep)
-        self.cent[keep] = _unit(self.sums[keep])
+        self.cent[keep] = unit_rows(self.sums[keep])
         self.changed.add(keep)
         self.dirty.add(keep)
         self._remove_node(gone)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from etamem.views.calibration import Calibrator
-from etamem.views.tree_maintenance import _unit
+from etamem.views.tree_maintenance import unit_rows
 
 
 class TreeRows:
@@ -76,7 +76,7 @@ class TreeRows:
         tree.row_of = {a: i for i, a in enumerate(ids)}
         for r in rows:
             tree._set_row(r)
-        tree.cent[:n] = _unit(tree.sums[:n])  # dead rows stay 0
+        tree.cent[:n] = unit_rows(tree.sums[:n])  # dead rows stay 0
         tree.dirty, tree.changed, tree.removed = set(), set(), set()
         tree.kid_table = np.full((n, 2 * tree.b_max), -1, np.int32)
         tree._kids_stale = set(range(n))
@@ -109,7 +109,7 @@ class TreeRows:
             self.n_rows += len(new_ids)
             self._grow("X", self.n_rows)
             self._grow("leaf_of", self.n_rows)
-            self.X[first: self.n_rows] = _unit(np.asarray(new_vecs, np.float32))
+            self.X[first: self.n_rows] = unit_rows(np.asarray(new_vecs, np.float32))
             self.leaf_of[first: self.n_rows] = -1
             self.amu_ids.extend(new_ids)
             self.texts.extend(new_texts)
@@ -133,7 +133,7 @@ class TreeRows:
                 self.children[nid], self.members[nid], self.reps[nid], self.quotes[nid] = [], [], [], []
                 self.summary[nid], self.parent[nid], self.leaf_flag[nid] = None, -1, False
         touched = [self._set_row(r) for r in rows] + [int(r) for r in removed if int(r) < n]
-        self.cent[touched] = _unit(self.sums[touched])
+        self.cent[touched] = unit_rows(self.sums[touched])
         self._top = None
         self._kids_stale.update(touched)
         self._sizes_stale.update(touched)
