@@ -170,7 +170,7 @@ def test_keys_are_managed_by_the_admin_and_revocation_takes_effect(served):
     assert client.post("/v1/spaces/alice/search", json={"query": "cat"}, headers=auth(carol)).status_code == 403
     listed = client.get("/v1/keys", headers=auth(ADMIN)).json()["keys"]
     assert {k["key_id"]: k["spaces"] for k in listed}[r.json()["key_id"]] == ["carol"]
-    assert carol not in str(listed) and carol.split("_")[-1] not in str(mem.store.api_keys())  # hashes only
+    assert carol not in str(listed) and carol.split("_", 2)[2] not in str(mem.store.api_keys())  # hashes only
     assert client.delete(f"/v1/keys/{r.json()['key_id']}", headers=auth(ADMIN)).status_code == 200
     assert client.post("/v1/spaces/carol/search", json={"query": "cat"}, headers=auth(carol)).status_code == 401
     assert client.delete("/v1/keys/nope", headers=auth(ADMIN)).status_code == 404
