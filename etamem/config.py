@@ -78,6 +78,8 @@ class Config:
         llm_backoff_max_s: The backoff's cap, in seconds.
         llm_cache_path: The LLM reply cache (None: `<store dir>/llm_cache.sqlite`; an in-memory
             store has no cache).
+        llm_summaries: Summarise the views' nodes with the LLM at session end (when one is
+            configured; off: the extractive summaries, no calls).
         llm_response_format: How JSON replies are asked for: "auto" (a JSON schema through
             `response_format`, stepping down to `json_object` with the schema, then to none, when
             the server refuses one), "json_schema", "json_object" or "none" (the prompt alone; the
@@ -299,6 +301,7 @@ class Config:
     llm_backoff_s: float = 1.0  # first backoff; doubles per retry, capped at llm_backoff_max_s
     llm_backoff_max_s: float = 30.0
     llm_cache_path: str | None = None  # None: <store dir>/llm_cache.sqlite, in-memory store: no cache
+    llm_summaries: bool = True  # False: extractive node summaries even with an LLM (no summarise calls)
     llm_response_format: str = "auto"  # "auto" | "json_schema" | "json_object" | "none" (etamem/models/llm.py)
 
     # --- extraction -------------------------------------------------------------

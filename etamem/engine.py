@@ -376,8 +376,9 @@ class Engine:
         return found
 
     def summariser(self):
-        """The node summariser of session-end maintenance: the LLM's, None without an LLM."""
-        return None if self.llm is None else LLMSummariser(self.llm)
+        """The node summariser of session-end maintenance: the LLM's, None without an LLM or with
+        `Config.llm_summaries` off (then the extractive summaries)."""
+        return None if self.llm is None or not self.config.llm_summaries else LLMSummariser(self.llm)
 
     def count_extraction(self, **counts: int) -> None:
         """Add `counts` (turns, amus, unavailable) to `extraction_stats`, under the engine's lock."""

@@ -128,6 +128,19 @@ def test_construction_cost_follows_the_model(minilm, chat_server, tmp_path):
     assert all(n.summary == "A summary of the children." for n in nodes.values() if n.level != "session")
 
 
+def test_llm_summaries_off_makes_no_summary_calls(minilm, chat_server):
+    """`llm_summaries=False`: extraction still asks the LLM, node summaries stay extractive."""
+    chat_server.responder = lambda body: (json.dumps({"facts": []}) if "Turn to process" in
+                                          body["messages"][-1]["content"] else "A summary of the children.")
+    llm = LLMClient("m", base_url=chat_server.base_url, api_key="k")
+    mem = Memory(None, Config(b_max=2, summary_delta=2, llm_summaries=False), text_encoder=CachedEncoder(minilm),
+                 affect_tagger=VaderAffectTagger(minilm), llm=llm, extractor=RuleExtractor())
+    mem.add(turns(), space="u")
+    mem.end_session("u")
+    assert "summarise" not in llm.usage()
+    assert all(n.summary != "A summary of the children." for n in mem.views("u").time.nodes.values())
+
+
 def test_retrieve_returns_routing_and_views(minilm):
     mem = memory(minilm)
     mem.add(turns(), space="u")
