@@ -64,6 +64,8 @@ REJECTED = [  # (unit, turn text, speaker, reason)
     # one phrase of the example bringing a word nobody said: what the 0.5B wrote for most demo turns
     ("Maya thinks she feels relieved because Jonas went well.", "Hi Jonas! Long time no see. How was your week?",
      "Maya", "copied_example"),
+    ("I think I feel relieved because my thesis went well", "I finally handed in my thesis last Friday.", "Jonas",
+     "copied_example"),  # the example's phrase in another inflection
     # the trade-off: a state the turn only implies, in the example's words, is taken as a copy too
     ("Maya feels relieved because the vet said Max is fine.", "Phew, the vet said Max is fine!", "Maya",
      "copied_example"),

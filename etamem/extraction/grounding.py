@@ -380,15 +380,16 @@ def _copied(unit: str, src: Source, sup: _Support) -> str | None:
     words = _words(unit)
     if len(words) < COPY_MIN_WORDS:
         return None
+    stems = [_stem(w) for w in words]  # "feel relieved because" repeats "feels relieved because"
     for example in src.examples:
         grams = set()
         for piece in _PLACEHOLDER.split(example):
-            ew = _words(piece)
+            ew = [_stem(w) for w in _words(piece)]
             grams.update(tuple(ew[i:i + 3]) for i in range(len(ew) - 2))
         covered = set()
         for i in range(len(words) - 2):
             gram = tuple(words[i:i + 3])
-            if gram in grams:
+            if tuple(stems[i:i + 3]) in grams:
                 covered.update((i, i + 1, i + 2))
                 # one phrase of an example is enough when it brings a word the source does not give
                 # ("feels relieved because" where nobody said relieved)
