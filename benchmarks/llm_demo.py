@@ -1,0 +1,71 @@
+"""The bundled demo through a local model: time per turn and per answer, calls and tokens by stage,
+units kept / rejected / from the rule fallback, every unit with its turn, and the answers beside
+their evidence (docs/llm.md, "Measured on this machine").
+
+    python -m benchmarks.llm_demo --model qwen-0.5b [--out results.json]
+
+Needs the `local-llm` extra and the model (`etamem llm fetch --model NAME`); starts llama-cpp-python's
+server on a free loopback port with 2 threads and stops it at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from importlib import resources
+from itertools import groupby
+
+from etamem import Config, Memory
+from etamem.models import local_llm
+
+
+def run(model_name: str, threads: int = 2) -> dict:
+    """The demo through `model_name` (a known model or its alias): the measured record."""
+    model = local_llm.known_model(model_name)
+    doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
+    space = doc["space"]
+    with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
+        cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=local_llm.PLACEHOLDER_KEY,
+                     llm_timeout_s=300, llm_response_format="json_object", top_k=10)
+        with Memory(config=cfg) as mem:
+            t0 = time.perf_counter()
+            for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
+                mem.add(list(session), space=space)
+            mem.end_session(space)
+            add_s = time.perf_counter() - t0
+            turns = {t.turn_id: t for t in mem.turns(space)}
+            record = {
+                "model": model.name, "turns": len(doc["turns"]), "add_s": round(add_s, 1),
+                "s_per_turn": round(add_s / len(doc["turns"]), 2), "extraction": mem.stats(space)["extraction"],
+                "llm_usage": {k: {"calls": v.calls, "prompt_tokens": v.prompt_tokens,
+                                  "completion_tokens": v.completion_tokens} for k, v in mem.llm.usage().items()},
+                "units": [{"turn": u.source_turn_ids[0], "speaker": turns[u.source_turn_ids[0]].speaker,
+                           "text": u.text} for u in mem.list(space)],
+                "answers": [],
+            }
+            for q in doc["questions"]:
+                t = time.perf_counter()
+                ans = mem.answer(q["question"], space=space, now=q["now"])
+                record["answers"].append({"question": q["question"], "answer": ans.text, "llm": ans.llm_used,
+                                          "s": round(time.perf_counter() - t, 1),
+                                          "evidence": [turns[e].text for e in q["evidence"] if e in turns]})
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="qwen-0.5b", help="a known model or its alias (etamem llm models)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=None, help="write the record as JSON here")
+    args = p.parse_args(argv)
+    record = run(args.model, args.threads)
+    text = json.dumps(record, indent=1, default=str)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
