@@ -17,6 +17,7 @@ from itertools import groupby
 
 from etamem import Config, Memory
 from etamem.models import local_llm
+from etamem.models.llm import PLACEHOLDER_API_KEY
 
 
 def run(model_name: str, threads: int = 2) -> dict:
@@ -25,7 +26,7 @@ def run(model_name: str, threads: int = 2) -> dict:
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
     space = doc["space"]
     with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
-        cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=local_llm.PLACEHOLDER_KEY,
+        cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
                      llm_timeout_s=300, llm_response_format="json_object", top_k=10)
         with Memory(config=cfg) as mem:
             t0 = time.perf_counter()

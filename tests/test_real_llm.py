@@ -13,6 +13,7 @@ import pytest
 
 from etamem import Config, Memory
 from etamem.models import local_llm
+from etamem.models.llm import PLACEHOLDER_API_KEY
 
 pytestmark = pytest.mark.real_llm
 
@@ -57,7 +58,7 @@ def real_judge(tmp_path_factory):
 
 def _config(real_llm, **kw) -> Config:
     base_url, model = real_llm
-    return Config(llm_model=model, llm_base_url=base_url, llm_api_key=local_llm.PLACEHOLDER_KEY,
+    return Config(llm_model=model, llm_base_url=base_url, llm_api_key=PLACEHOLDER_API_KEY,
                   llm_timeout_s=300, **kw)
 
 

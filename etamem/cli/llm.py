@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from etamem.cli.common import note
 from etamem.models import local_llm
 from etamem.models.gguf_header import read_metadata, summary
+from etamem.models.llm import PLACEHOLDER_API_KEY
 
 
 class _Progress:
@@ -61,7 +62,7 @@ def local_server_for(args, spec: str | None):
     note(args, f"starting the local LLM server with {path.name} ...")
     with local_llm.LocalServer(path, alias=alias) as srv:
         note(args, f"local LLM server: {srv.base_url} (model {alias})")
-        yield {"llm_model": alias, "llm_base_url": srv.base_url, "llm_api_key": local_llm.PLACEHOLDER_KEY,
+        yield {"llm_model": alias, "llm_base_url": srv.base_url, "llm_api_key": PLACEHOLDER_API_KEY,
                "llm_timeout_s": 300.0, "llm_response_format": "json_object"}  # the form llama.cpp's server takes
 
 
@@ -98,7 +99,7 @@ def cmd_info(args) -> int:
 
 def server_env(base_url: str, model: str) -> dict[str, str]:
     """The environment a client of the local server needs."""
-    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": local_llm.PLACEHOLDER_KEY, "ETAMEM_LLM_MODEL": model}
+    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": PLACEHOLDER_API_KEY, "ETAMEM_LLM_MODEL": model}
 
 
 def cmd_serve(args) -> int:

