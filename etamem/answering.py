@@ -3,15 +3,19 @@ prompt for the configured style; without an LLM, the best evidence sentences. `w
 and `space_time_summaries` read a space of the engine for them (whichever method searches it)."""
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from etamem.ingest.timeparse import format_date
 from etamem.models.prompt_files import render_prompt
+from etamem.models.tokens import fit
 from etamem.records import Answer, Hit, StageCost, Turn
 
 if TYPE_CHECKING:
     from etamem.engine import Engine
+
+log = logging.getLogger(__name__)
 
 NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
@@ -62,11 +66,22 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
         text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)}"
                         f"{'; no longer current' if h.superseded_by else ''})." for h in hits[:n_sentences])
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
-    prompt = render_prompt(
-        f"answer_{style}", question=question, memories=format_memories(hits),
-        source_turns=format_source_turns(hits, sources), time_summaries=time_summaries or "(none)",
-        question_date=format_date(question_date) if question_date else "unknown",
-    )
+
+    def render(k: int) -> str:
+        return render_prompt(
+            f"answer_{style}", question=question, memories=format_memories(hits[:k]),
+            source_turns=format_source_turns(hits[:k], sources), time_summaries=time_summaries or "(none)",
+            question_date=format_date(question_date) if question_date else "unknown",
+        )
+
+    budget = llm.prompt_budget() if hasattr(llm, "prompt_budget") else None  # test doubles have none
+    if budget is None:
+        prompt = render(len(hits))
+    else:  # the best evidence that fits the model's context (an overflow is a 400 no retry cures)
+        prompt, kept = fit(render, len(hits), budget, llm.tokens.count)
+        if kept < len(hits):
+            log.warning("answer: the best %d of %d memories fit the model's context of %d tokens (%d for the "
+                        "prompt); the rest left out", kept, len(hits), llm.context_tokens, budget)
     before = llm.usage()
     text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))

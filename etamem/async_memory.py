@@ -136,11 +136,13 @@ class AsyncMemory:
         """
         return await self._run(self.memory.check, turns, space, labels=labels, new_space=new_space)
 
-    async def flush(self, space: str = "default") -> list[AMU]:
-        """As `Memory.flush`: process the space's pending turns.
+    async def flush(self, space: str = "default", *, timeout: float | None = None) -> list[AMU]:
+        """As `Memory.flush`: process the space's pending turns, then wait for its LLM queue.
 
         Args:
             space: The space (default "default").
+            timeout: Most seconds to wait for the queue (None: until it is empty or the LLM gives
+                no reply).
 
         Returns:
             The new units (AMUs).
@@ -148,7 +150,7 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.flush`.
         """
-        return await self._run(self.memory.flush, space)
+        return await self._run(self.memory.flush, space, timeout=timeout)
 
     async def end_session(self, space: str = "default") -> list[str]:
         """As `Memory.end_session`: close the space's open sessions.

@@ -84,6 +84,20 @@ class Config:
             `response_format`, stepping down to `json_object` with the schema, then to none, when
             the server refuses one), "json_schema", "json_object" or "none" (the prompt alone; the
             repair round stays in every mode).
+        llm_background: With an LLM extractor (AMU units), `add` stores the turns with the rule
+            extractor's units, searchable at once, and queues their LLM extraction in the store;
+            worker threads replace each turn's rule units by the LLM's when its reply lands
+            (`etamem.extraction.background`; `Memory.flush` waits for the queue), and session-end
+            summaries are asked behind the write too. False: `add` waits for the LLM. FTA units
+            always extract in the write.
+        llm_concurrency: Requests this process sends the LLM server at once (the client waits for a
+            free slot before the request's timeout starts) and the queue's worker threads. A local
+            CPU server answers one request at a time: 1; raise it for vLLM or a hosted endpoint.
+        llm_context_tokens: The model's context in tokens (0, the default: unknown, prompts sent
+            as built; else `$ETAMEM_LLM_CONTEXT_TOKENS`, which `etamem llm serve` prints). Known,
+            `Memory.answer` keeps the best evidence that fits with `llm_max_tokens` of reply, and
+            LLM extraction drops context turns, or leaves a turn too long for the model to the rule
+            extractor (`etamem.models.tokens`).
 
     **Extraction.**
 
@@ -303,6 +317,9 @@ class Config:
     llm_cache_path: str | None = None  # None: <store dir>/llm_cache.sqlite, in-memory store: no cache
     llm_summaries: bool = True  # False: extractive node summaries even with an LLM (no summarise calls)
     llm_response_format: str = "auto"  # "auto" | "json_schema" | "json_object" | "none" (etamem/models/llm.py)
+    llm_background: bool = True  # LLM extraction queued behind add (rule units first); False: add waits for it
+    llm_concurrency: int = 1  # requests in flight to the LLM server (a local CPU server: 1) and queue workers
+    llm_context_tokens: int = 0  # the model's context (0: unknown, $ETAMEM_LLM_CONTEXT_TOKENS); prompts fit into it
 
     # --- extraction -------------------------------------------------------------
     extractor: str = "auto"  # "auto" (llm when configured, else rule) | "rule" | "llm"
@@ -624,6 +641,25 @@ class Config:
         """
         return self.llm_model or os.environ.get("ETAMEM_LLM_MODEL") or None
 
+    def resolved_llm_context_tokens(self) -> int:
+        """The model's context: `llm_context_tokens`, else `$ETAMEM_LLM_CONTEXT_TOKENS`, else 0
+        (unknown).
+
+        Returns:
+            Tokens (0: unknown).
+
+        Raises:
+            ValueError: The environment variable is not a whole number >= 0.
+        """
+        if self.llm_context_tokens:
+            return self.llm_context_tokens
+        raw = os.environ.get("ETAMEM_LLM_CONTEXT_TOKENS", "").strip()
+        if not raw:
+            return 0
+        if not raw.isdigit():
+            raise ValueError(f"ETAMEM_LLM_CONTEXT_TOKENS={raw!r}: expected a whole number of tokens >= 0")
+        return int(raw)
+
     def resolved_llm_base_url(self) -> str | None:
         """The LLM endpoint: `llm_base_url`, else `$OPENAI_BASE_URL`, else None.
 
@@ -712,13 +748,13 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "candidate_pool", "context_max_rows", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
         "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
-        "max_turn_chars", "fta_link_top", "context_top_k")},
+        "max_turn_chars", "fta_link_top", "context_top_k", "llm_concurrency")},
     **{name: (0, "") for name in (
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",
         "time_boost", "context_prev", "context_next", "context_lexical_prev", "question_penalty",
         "speaker_boost", "self_boost", "session_gap_minutes", "flat_candidates", "long_turn_words",
-        "flat_exact_max", "raw_exact_max")},
+        "flat_exact_max", "raw_exact_max", "llm_context_tokens")},
     "b_max": (2, ""),
     "fta_window": (2, ""),
     "insert_top_width": (0, " (0: the beam starts at the root's children)"),

@@ -41,25 +41,35 @@ def build_units(turns: list[Turn], space: str, extractor, text_encoder, affect_t
     """The units of `turns` (one session's batch, in order) with their vectors: (units, text
     vectors (n, d_t), affective vectors (n, d_a), raw-turn vectors (len(turns), d_t)), float32.
     Unit ids are `<turn id>#<k>`; `timed(stage)` accounts the extract / encode / tag stages."""
-    drafts: list[tuple[Turn, int, str]] = []
+    drafts: list[tuple[Turn, list[str]]] = []
     with timed("extract"):
         for i, turn in enumerate(turns):
             context = turns[max(0, i - CONTEXT_TURNS):i]
             # LLM cache entries are tagged with every turn whose text the prompt holds (forgetting)
             with cache_refs(*(f"turn:{space}/{t.turn_id}" for t in [*context, turn])):
-                texts = extractor.extract(turn, context)
-            drafts.extend((turn, k, text) for k, text in enumerate(texts))
-    texts = [d[2] for d in drafts]
+                drafts.append((turn, extractor.extract(turn, context)))
+    return encode_units(drafts, space, text_encoder, affect_tagger, timed, turns=turns)
+
+
+def encode_units(drafts: list[tuple[Turn, list[str]]], space: str, text_encoder, affect_tagger,
+                 timed: Callable[[str], AbstractContextManager], *, turns: list[Turn] = (), infix: str = ""
+                 ) -> tuple[list[AMU], np.ndarray, np.ndarray, np.ndarray]:
+    """AMUs of each (turn, unit texts) draft, encoded and tagged: (units, text vectors (n, d_t),
+    affective vectors (n, d_a), vectors of `turns`' searchable texts (len(turns), d_t)), float32,
+    encoded in one call. Unit ids are `<turn id>#<infix><k>` (LLM units replacing a turn's rule
+    units take another infix, so the two never share an id)."""
+    flat = [(turn, k, text) for turn, texts in drafts for k, text in enumerate(texts)]
+    texts = [d[2] for d in flat]
     with timed("encode"):  # units and raw turns in one call: turn vectors are encoded once, here
         vecs = text_encoder.encode(texts + [turn_text(t) for t in turns])
         text_vecs, turn_vecs = vecs[:len(texts)], vecs[len(texts):]
     with timed("tag"):
         affect = affect_tagger.tag(texts)
     units = [
-        AMU(amu_id=f"{turn.turn_id}#{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
+        AMU(amu_id=f"{turn.turn_id}#{infix}{k}", text=text, speaker=turn.speaker, timestamp=turn.timestamp,
             session_id=turn.session_id, source_turn_ids=(turn.turn_id,), polarity=affect.polarities[j],
             polarity_scores=tuple(float(s) for s in affect.scores[j]), space=space)
-        for j, (turn, k, text) in enumerate(drafts)
+        for j, (turn, k, text) in enumerate(flat)
     ]
     return units, text_vecs, affect.embeddings, turn_vecs
 
@@ -84,9 +94,15 @@ class AMUUnits:
             return self._supersession
 
     def build(self, engine: Engine, live: LiveSpace, turns: list[Turn], complete: bool):
+        """See `Units.build`. With the LLM's work queued behind the write (`Engine.llm_queue`),
+        the units come from the LLM extractor's rule fallback and the links from the rules."""
+        deferred = engine.llm_queue is not None
+        extractor = engine.extractor.fallback if deferred else engine.extractor
         units, text_vecs, affect_vecs, turn_vecs = build_units(
-            turns, live.name, engine.extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
+            turns, live.name, extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
         classifier = self.supersession(engine)
+        if deferred:
+            classifier = getattr(classifier, "fallback", classifier)  # an LLM classifier's rules
         if classifier is None or not units:
             return turns, units, text_vecs, affect_vecs, turn_vecs, None
         with engine.timed("links"):

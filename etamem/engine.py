@@ -45,7 +45,7 @@ LLM_CACHE_FILE = "llm_cache.sqlite"
 # `Memory`'s documented API (`AsyncMemory` has no twins of them)
 ENGINE_INTERFACE = frozenset({
     "space_name", "known_space", "live_space", "readable_space", "writing_to", "scoped", "timed",
-    "encode_query", "encode_queries", "turns_by_id", "summariser", "count_extraction",
+    "encode_query", "encode_queries", "turns_by_id", "summariser", "count_extraction", "llm_queue",
 })
 
 
@@ -80,7 +80,12 @@ class Engine:
         # the store commit, under the write lock), store (raw turns)
         self.stage_seconds: dict[str, float] = {}
         self.method = make_method(self.config)  # ETAMem's views or FTA-Mem (`etamem.method`), chosen once
+        self._queue, self._queue_resolved = None, False
         self._warn_preset()
+        if self._may_queue() and (llm is not None or self.config.resolved_llm_model()):
+            queue = self.llm_queue  # turns a previous process left queued are taken up again
+            if queue is not None:
+                queue.resume()
 
     def _warn_preset(self) -> None:
         """Record the config's preset in a new store; warn when the store was built under another."""
@@ -146,6 +151,27 @@ class Engine:
                     self._extractor = rule
                 log.info("AMU extractor: %s", type(self._extractor).__name__)
             return self._extractor
+
+    def _may_queue(self) -> bool:
+        return (self.config.llm_background and self.config.unit_kind() == "amu"
+                and self.config.extractor != "rule")
+
+    @property
+    def llm_queue(self):
+        """The LLM extraction queue behind writes (`etamem.extraction.background.LLMQueue`), or
+        None: writes extract with the LLM themselves (`Config.llm_background` off, FTA units) or
+        there is no LLM extractor."""
+        with self._lock:
+            if not self._queue_resolved:
+                from etamem.extraction.background import LLMQueue
+                from etamem.extraction.extractors import LLMExtractor
+
+                if self._may_queue() and isinstance(self.extractor, LLMExtractor):
+                    c = self.config
+                    self._queue = LLMQueue(self, workers=c.llm_concurrency, backoff_s=c.llm_backoff_s,
+                                           backoff_max_s=c.llm_backoff_max_s)
+                self._queue_resolved = True
+            return self._queue
 
     @contextmanager
     def timed(self, stage: str):
@@ -431,6 +457,8 @@ class Engine:
         A failure to save the indexes is logged, not raised: they are a cache, rebuilt on the next
         open.
         """
+        if self._queue is not None:  # first: a worker's write in progress ends, none starts
+            self._queue.close()
         try:
             self.checkpoint()
         except Exception as exc:  # noqa: BLE001 - derived files are a cache: the store is complete without them

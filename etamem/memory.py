@@ -14,7 +14,7 @@ or FTA-Mem, chosen once by the config).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -143,20 +143,34 @@ class Memory(Engine):
         """
         return writing.check(self, turns, space, labels=labels, new_space=new_space)
 
-    def flush(self, space: str = "default") -> list[AMU]:
-        """Process the space's pending turns (after the LLM was unreachable or a model failed).
+    def flush(self, space: str = "default", *, timeout: float | None = None) -> list[AMU]:
+        """Process the space's pending turns (after the LLM was unreachable or a model failed),
+        then wait for its queued LLM extraction (`Config.llm_background`) to land.
 
         Args:
             space: The space (default "default").
+            timeout: Most seconds to wait for the queue (None, the default: until it is empty or
+                the LLM gives no reply; then the turns stay queued, searchable by their rule units,
+                and `stats(space)["extraction"]["queued_turns"]` counts them).
 
         Returns:
-            The new units (AMUs).
+            The new units (AMUs) made from pending turns, and the units now in place of the turns
+                that were queued when the call began.
 
         Raises:
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
         with self.writing_to(self.known_space(space)) as live:
-            return writing.process_pending(self, live.name, live)
+            new = writing.process_pending(self, live.name, live)
+        queue = self.llm_queue
+        if queue is None:
+            return new
+        queued = [t.turn_id for t in self.store.queued_turns(live.name, 1 << 62)]
+        if queued and not queue.wait(live.name, timeout):
+            log.warning("space %s: %d turns still queued for the LLM (%s); their rule units stay searchable",
+                        live.name, self.store.count_queued(live.name), queue.stats()["last_error"] or "timeout")
+        made = {a.amu_id for a in new}
+        return new + [a for a in self.store.amus_of_turns(live.name, queued) if a.amu_id not in made]
 
     def end_session(self, space: str = "default") -> list[str]:
         """Close the space's open sessions (session-end maintenance).
@@ -196,7 +210,13 @@ class Memory(Engine):
                 `rejected_units` — those units — and per reason `rejected_copied_example` /
                 `rejected_invented_entity` / `rejected_swapped_speaker` (see
                 `etamem.extraction.grounding`); zeros for extractors without counters), `unavailable` (times
-                extraction was deferred because the LLM gave no reply) and this space's `pending_turns`;
+                extraction was deferred because the LLM gave no reply), this space's `pending_turns` and
+                `queued_turns` (searchable by their rule units, their LLM extraction queued: see
+                `Config.llm_background`), `queue` (None without the queue, else `LLMQueue.stats()` of
+                `etamem.extraction.background`: turns landed, kept by the rules, gone, unavailable,
+                errors, `retry_in_s`, `last_error`, workers) and, with an LLM, `llm`: per stage
+                (extract, supersession, summarise, answer, ...) the calls, cached calls, prompt and
+                completion tokens and seconds of this Memory's client;
                 `input`: control characters replaced in the space's turn texts and chat messages skipped
                 (no text, system roles), since the space was made.
 
@@ -214,7 +234,12 @@ class Memory(Engine):
         extraction = {"extractor": None if extractor is None else type(extractor).__name__,
                       **{k: int(counts.get(k, 0)) for k in ("turns", "llm_units", "fallback_turns", "fallback_units",
                                                             *REJECTION_STATS)},
-                      "unavailable": unavailable, "pending_turns": self.store.count_pending(live.name)}
+                      "unavailable": unavailable, "pending_turns": self.store.count_pending(live.name),
+                      "queued_turns": self.store.count_queued(live.name)}
+        queue = None if extractor is None else self.llm_queue
+        extraction["queue"] = None if queue is None else queue.stats()
+        if self.llm is not None:
+            extraction["llm"] = {stage: asdict(cost) for stage, cost in sorted(self.llm.usage().items())}
         with live.rw.read():
             views = live.views
             counters = [views.event.stats, views.affect.stats, views.time.stats]

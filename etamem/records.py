@@ -154,27 +154,32 @@ class MemoryContext:
 
 @dataclass(frozen=True)
 class StageCost:
-    """LLM accounting for one stage (extract, summarise, answer, judge).
+    """LLM accounting for one stage (extract, supersession, summarise, answer, judge, ...).
 
     Attributes:
         calls: LLM calls made.
         cached_calls: Of them, answered from the LLM cache.
         prompt_tokens: Prompt tokens used.
         completion_tokens: Completion tokens used.
+        seconds: Seconds the endpoint took to answer them (retries included, the wait for a free
+            request slot, `Config.llm_concurrency`, not).
     """
 
     calls: int = 0
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    seconds: float = 0.0
 
     def __add__(self, other: "StageCost") -> "StageCost":
         return StageCost(self.calls + other.calls, self.cached_calls + other.cached_calls,
-                         self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+                         self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                         self.seconds + other.seconds)
 
     def __sub__(self, other: "StageCost") -> "StageCost":
         return StageCost(self.calls - other.calls, self.cached_calls - other.cached_calls,
-                         self.prompt_tokens - other.prompt_tokens, self.completion_tokens - other.completion_tokens)
+                         self.prompt_tokens - other.prompt_tokens, self.completion_tokens - other.completion_tokens,
+                         self.seconds - other.seconds)
 
 
 @dataclass(frozen=True)

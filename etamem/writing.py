@@ -137,8 +137,11 @@ def process_pending(mem: Engine, space: str, live: LiveSpace, complete: set[str]
 def end_sessions(mem: Engine, live: LiveSpace, session_ids: list[str]) -> None:
     """Mark sessions ended and run session-end maintenance (trees, calibration, summaries)."""
     if session_ids:
-        with mem.timed("views"), blas_threads(mem.config.blas_threads):
-            report = live.maintain(mem.store, mem.summariser())
+        queue, summariser = mem.llm_queue, mem.summariser()
+        with mem.timed("views"), blas_threads(mem.config.blas_threads):  # with the queue: summaries behind
+            report = live.maintain(mem.store, summariser if queue is None else None)
+        if queue is not None and summariser is not None:
+            queue.summarise(live.name, live.summary_requests())
         mem.store.mark_sessions_ended(live.name, session_ids)
         log.debug("space %s: ended sessions %s; maintenance %s", live.name, session_ids, report)
 
@@ -148,8 +151,11 @@ def extract_and_store(mem: Engine, live: LiveSpace, turns: list[Turn], complete:
     turns, units, text_vecs, affect_vecs, turn_vecs, extras = mem.method.units.build(mem, live, turns, complete)
     if not turns:
         return []
+    queue = mem.llm_queue  # units by the rules now, the LLM's behind the write (`etamem.extraction.background`)
     with mem.timed("views"), blas_threads(mem.config.blas_threads):
-        live.add_units(mem.store, turns, turn_vecs, units, text_vecs, affect_vecs, extras)
+        live.add_units(mem.store, turns, turn_vecs, units, text_vecs, affect_vecs, extras, queued=queue is not None)
     mem.count_extraction(turns=len(turns), amus=len(units))
+    if queue is not None:
+        queue.wake(live.name)
     return units
 

@@ -77,6 +77,8 @@ class ChatServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._port = 0  # 0 until first started; then kept, so a restart reuses the port
+        self.tokenizer = False  # True: answer llama-cpp-python's POST /extras/tokenize/count (words)
+        self.token_counts: list[int] = []  # the counts it answered
 
     # --- scripting ----------------------------------------------------------------
     def script(self, *replies: str | int | Reply) -> "ChatServer":
@@ -137,6 +139,12 @@ class ChatServer:
                                               for i, t in reversed(list(enumerate(inputs)))],
                                      "usage": {"prompt_tokens": sum(map(count_words, inputs)),
                                                "total_tokens": sum(map(count_words, inputs))}})
+                    return
+                if route == "/extras/tokenize/count" and server.tokenizer:
+                    request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                    n = count_words(request.get("input", ""))
+                    server.token_counts.append(n)
+                    self._send(200, {"count": n})
                     return
                 if route not in PATHS:
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

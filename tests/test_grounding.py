@@ -254,6 +254,7 @@ def test_memory_stats_report_the_rejections(hashing_encoder):
                  extractor=LLMExtractor(llm))
     mem.add([{"turn_id": "a1", "session_id": "s1", "speaker": "Jonas", "text": "I just got back from the gym.",
               "timestamp": "2023-05-08T13:56:00"}], space="u1")
+    mem.flush("u1")  # the LLM's extraction runs behind the write
     extraction = mem.stats("u1")["extraction"]
     assert extraction["rejected_units"] == 1 and extraction["rejected_copied_example"] == 1
     assert extraction["fallback_turns"] == 1 and extraction["rejected_swapped_speaker"] == 0

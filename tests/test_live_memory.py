@@ -222,7 +222,8 @@ def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, cha
     chat_server.responder = responder
     llm = LLMClient("m", base_url=chat_server.base_url, api_key="k", cache_path=str(tmp_path / "cache.sqlite"))
     enc = CachedEncoder(hashing_encoder)
-    mem = Memory(None, text_encoder=enc, affect_tagger=VaderAffectTagger(enc), llm=llm,
+    # extraction inside `add` (with the background queue `add` does not wait for the LLM at all)
+    mem = Memory(None, Config(llm_background=False), text_encoder=enc, affect_tagger=VaderAffectTagger(enc), llm=llm,
                  extractor=LLMExtractor(llm, fallback=RuleExtractor()))
     rng = np.random.default_rng(3)
     for space in ("a", "b"):

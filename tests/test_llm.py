@@ -1,6 +1,7 @@
 """LLMClient through the real openai client against the local ChatServer."""
 from __future__ import annotations
 
+import dataclasses
 import socket
 import sqlite3
 import threading
@@ -167,6 +168,11 @@ def test_parse_json_strict():
             parse_json_strict(bad)
 
 
+def untimed(cost: StageCost) -> StageCost:
+    """`cost` without its seconds (wall time varies from run to run)."""
+    return dataclasses.replace(cost, seconds=0.0)
+
+
 # --- cache ---------------------------------------------------------------------------
 def test_cache_hit_and_persistence(chat_server, tmp_path):
     path = tmp_path / "sub" / "dir" / "llm_cache.sqlite"
@@ -177,8 +183,9 @@ def test_cache_hit_and_persistence(chat_server, tmp_path):
         assert len(chat_server.requests) == 1
         client.complete(USER, stage="answer", temperature=0.5)  # other params: other key
         assert len(chat_server.requests) == 2
-        assert client.usage()["answer"] == StageCost(calls=2, cached_calls=1, prompt_tokens=6,
-                                                     completion_tokens=4)
+        assert untimed(client.usage()["answer"]) == StageCost(calls=2, cached_calls=1, prompt_tokens=6,
+                                                              completion_tokens=4)
+        assert client.usage()["answer"].seconds > 0  # two requests timed, the cached one not
     assert path.exists()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -225,7 +232,8 @@ def test_usage_per_stage(chat_server):
         client.complete(USER, stage="extract")
         client.complete(answer_msgs, stage="answer")
         usage = client.usage()
-        assert usage == {
+        assert all(cost.seconds > 0 for cost in usage.values())
+        assert {stage: untimed(cost) for stage, cost in usage.items()} == {
             "extract": StageCost(calls=2, cached_calls=0, prompt_tokens=6, completion_tokens=3),
             "answer": StageCost(calls=1, cached_calls=0, prompt_tokens=3, completion_tokens=3),
         }
@@ -246,7 +254,7 @@ def test_usage_thread_safe(chat_server):
             t.start()
         for t in threads:
             t.join()
-        assert client.usage()["summarise"] == StageCost(calls=30, prompt_tokens=90, completion_tokens=60)
+        assert untimed(client.usage()["summarise"]) == StageCost(calls=30, prompt_tokens=90, completion_tokens=60)
     assert len(chat_server.requests) == 30
 
 

@@ -117,6 +117,7 @@ def test_construction_cost_follows_the_model(minilm, chat_server, tmp_path):
                  extractor=LLMExtractor(llm, fallback=RuleExtractor()))
     mem.add(turns(), space="u")
     mem.end_session("u")
+    mem.flush("u")  # the LLM's extraction and summaries run behind the writes (Config.llm_background)
     usage = llm.usage()
     cost = mem.stats("u")["construction"]
     assert usage["extract"].calls == len(TURNS) == cost["turns"]

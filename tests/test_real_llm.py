@@ -8,6 +8,7 @@ name is in some unit), never exact text. Opted in without llama-cpp-python or th
 (a CI that asks for them must not skip them silently).
 """
 import os
+import time
 
 import pytest
 
@@ -64,10 +65,12 @@ def _config(real_llm, **kw) -> Config:
 
 def test_etamem_extraction_writes_units_that_carry_the_turns_facts(real_llm):
     with Memory(config=_config(real_llm, extractor="llm", supersession="rules")) as mem:
-        mem.add(TURNS, space="ana")
+        mem.add(TURNS, space="ana")  # rule units now, the model's behind the write
+        mem.flush("ana")
         units = mem.list("ana")
         stats = mem.stats("ana")["extraction"]
-    assert units and stats["turns"] == 3
+    assert units and stats["turns"] == 3 and stats["queued_turns"] == 0
+    assert stats["queue"]["landed"] + stats["queue"]["kept_rules"] == 3 and stats["llm_units"] > 0, stats
     assert stats["fallback_turns"] == 0, stats  # JSON from the schema-constrained reply, no rule fallback
     assert any("miso" in u.text.lower() for u in units), [u.text for u in units]
     assert all(u.source_turn_ids and set(u.source_turn_ids) <= {"t1", "t2", "t3"} for u in units)
@@ -139,3 +142,67 @@ def test_fta_mem_segments_writes_units_and_classifies_links(real_llm):
         links = mem.links("ana")
     assert units and any("miso" in u.text.lower() for u in units), [u.text for u in units]
     assert all(link.relation for link in links)  # whatever the model decided, well-formed
+
+
+def _until(check, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(0.5)
+
+
+def test_an_ingest_loses_no_turn_when_the_server_is_killed_and_restarted(tmp_path):
+    """50 turns added one at a time with the 0.5B behind them: each add returns at an offline
+    add's pace (rule units, searchable at once); the server is killed mid-queue, the queue pauses
+    with the turns kept, and goes on when a server answers on the same port again."""
+    turns = [{"turn_id": f"t{i}", "session_id": f"s{i // 10}", "speaker": "Ana" if i % 2 == 0 else "Ben",
+              "timestamp": f"2024-05-{1 + i // 10:02d}T10:{i % 60:02d}:00",
+              "text": f"I planted {i + 2} tomato plants in the garden at plot {100 + i} today."} for i in range(50)]
+    first = _serve(local_llm.QWEN_05B, tmp_path).start()
+    port = first.port
+    cfg = _config((first.base_url, local_llm.QWEN_05B.name), extractor="llm", supersession="rules",
+                  llm_summaries=False, llm_max_retries=1, llm_backoff_s=0.5, llm_backoff_max_s=2.0)
+    again = None
+    try:
+        with Memory(None, Config(extractor="rule", supersession="rules")) as offline:
+            offline.add(turns[0], space="warm")
+            t0 = time.perf_counter()
+            for turn in turns[:10]:
+                offline.add(turn, space="u")
+            offline_s = (time.perf_counter() - t0) / 10
+        with Memory(tmp_path / "store", cfg) as mem:
+            mem.add(turns[0], space="warm")  # the models loaded before the clock starts
+            t0 = time.perf_counter()
+            for turn in turns:
+                mem.add(turn, space="u")
+            add_s = (time.perf_counter() - t0) / len(turns)
+            print(f"add: {add_s:.3f} s a turn with the model behind it, {offline_s:.3f} s offline")
+            assert add_s < max(1.0, 10 * offline_s), (add_s, offline_s)  # a synchronous LLM add: 6-20 s a turn
+            assert len(mem.turns("u")) == 50 and mem.search("tomato plants at plot 142", space="u")
+
+            def queue():
+                return mem.stats("u")["extraction"]["queue"]
+
+            _until(lambda: queue()["landed"] + queue()["kept_rules"] >= 2, 240, "two turns extracted by the model")
+            first.stop()  # the server goes away mid-queue
+            _until(lambda: queue()["unavailable"] >= 1, 120, "the queue noticed the server is gone")
+            done = queue()["landed"] + queue()["kept_rules"]
+            queued = mem.stats("u")["extraction"]["queued_turns"]
+            assert 0 < queued <= 50 - done
+            again = local_llm.LocalServer(first.model, alias=first.alias, port=port, context=first.context,
+                                          threads=first.threads, log_path=tmp_path / "server2.log").start()
+            _until(lambda: queue()["landed"] + queue()["kept_rules"] >= done + 2, 240,
+                   "the queue went on with the restarted server")
+            stats = mem.stats("u")["extraction"]
+        assert stats["queue"]["unavailable"] >= 1 and stats["queue"]["errors"] == 0, stats
+        with Memory(tmp_path / "store", Config(extractor="rule")) as reopened:  # what the store holds
+            stored = reopened.turns("u")
+            units = reopened.list("u")
+            left = reopened.stats("u")["extraction"]["queued_turns"]
+        assert len(stored) == 50 and {t.text for t in stored} == {t["text"] for t in turns}
+        assert {u.source_turn_ids[0] for u in units} == {t["turn_id"] for t in turns}  # every turn has units
+        assert left == 50 - stats["queue"]["landed"] - stats["queue"]["kept_rules"] - stats["queue"]["gone"]
+    finally:
+        first.stop()
+        if again is not None:
+            again.stop()

@@ -65,13 +65,14 @@ def hits_to_units(hits: list[Hit]) -> list[Unit]:
     return [Unit(h.source_turn_ids, h.amu.text, h.amu.timestamp, h.views) for h in hits]
 
 
-def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, dict[str, int]]:
+def usage_delta(before: dict[str, StageCost], after: dict[str, StageCost]) -> dict[str, dict[str, float]]:
+    """stage -> calls, cached calls, tokens and seconds spent between two `LLMClient.usage()`s."""
     out = {}
     for stage, cost in after.items():
         d = cost - before.get(stage, StageCost())
         if d != StageCost():
             out[stage] = {"calls": d.calls, "cached_calls": d.cached_calls, "prompt_tokens": d.prompt_tokens,
-                          "completion_tokens": d.completion_tokens}
+                          "completion_tokens": d.completion_tokens, "seconds": round(d.seconds, 3)}
     return out
 
 

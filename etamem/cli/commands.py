@@ -58,6 +58,15 @@ def run_demo(args, preset: dict) -> int:
             mem.add(list(session), space=space)
         mem.end_session(space)
         per_turn = (time.perf_counter() - t_add) / len(doc["turns"])
+        if mem.llm_queue is not None:  # the adds stored rule units; the model's land behind them
+            print(f"Stored {len(doc['turns'])} turns ({per_turn:.2f} s per add, searchable at once); waiting for "
+                  "the model's units (Memory.flush) ...")
+            t_flush = time.perf_counter()
+            mem.flush(space)
+            queued = mem.stats(space)["extraction"]
+            print(f"The model's units are in: {time.perf_counter() - t_flush:.1f} s behind the adds; "
+                  f"{queued['queue']['landed']} turns by the model, {queued['queue']['kept_rules']} kept their "
+                  f"rule units, {queued['queued_turns']} still queued\n")
         amus = mem.list(space)
         print(f"Extracted {len(amus)} AMUs with {type(mem.extractor).__name__} ({per_turn:.2f} s per turn); "
               f"affect tagger: {mem.affect_tagger.name}; text encoder: {mem.text_encoder.name}\n")

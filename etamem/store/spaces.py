@@ -18,6 +18,8 @@ from etamem.store.schema import (
     _ITEM_COLUMNS,
     _SET_SPACE_META,
     _TURN_COLUMNS,
+    EXTRACTED,
+    QUEUED,
     SPACE_TABLES,
     StoredItem,
     _matrix,
@@ -174,7 +176,7 @@ class SpaceRows:
               turn_ids: list[str] | None = None) -> list[Turn]:
         sql, params = f"SELECT {_TURN_COLUMNS} FROM turns WHERE space=?", [space]
         if pending_only or extracted_only:
-            sql += " AND extracted=0" if pending_only else " AND extracted=1"
+            sql += " AND extracted=0" if pending_only else " AND extracted>0"  # done or LLM queued
         if turn_ids is not None:
             if not turn_ids:
                 return []
@@ -186,12 +188,52 @@ class SpaceRows:
 
     def extracted_turn_ids(self, space: str) -> list[str]:
         """Ids of the space's extracted turns in `turns(extracted_only=True)` order (one narrow read)."""
-        return [r[0] for r in self._query("SELECT turn_id FROM turns WHERE space=? AND extracted=1 ORDER BY seq",
+        return [r[0] for r in self._query("SELECT turn_id FROM turns WHERE space=? AND extracted>0 ORDER BY seq",
                                           (space,))]
 
     def count_pending(self, space: str) -> int:
         """Turns stored but not yet extracted (index `turns_pending`: no scan of the space)."""
         return int(self._query("SELECT COUNT(*) FROM turns WHERE space=? AND extracted=0", (space,))[0][0])
+
+    # --- the LLM queue (`etamem.extraction.background`): turns searchable through their rule units
+    def count_queued(self, space: str) -> int:
+        """Turns whose rule units are in place and whose LLM extraction is queued."""
+        return int(self._query("SELECT COUNT(*) FROM turns WHERE space=? AND extracted=?", (space, QUEUED))[0][0])
+
+    def count_queued_all(self) -> int:
+        """Queued turns of every space (the server's metrics: no space named)."""
+        return int(self._query("SELECT COUNT(*) FROM turns WHERE extracted=?", (QUEUED,))[0][0])
+
+    def queued_turns(self, space: str, limit: int) -> list[Turn]:
+        """The space's first `limit` queued turns, oldest first (index `turns_pending`)."""
+        rows = self._query(f"SELECT {_TURN_COLUMNS} FROM turns WHERE space=? AND extracted=? ORDER BY seq LIMIT ?",
+                           (space, QUEUED, int(limit)))
+        return [self._turn(r) for r in rows]
+
+    def queued_spaces(self) -> list[str]:
+        """The spaces holding queued turns (one pass over the `turns_pending` index)."""
+        return [r[0] for r in self._query("SELECT DISTINCT space FROM turns WHERE extracted=?", (QUEUED,))]
+
+    def turns_before(self, space: str, turn_id: str, n: int) -> list[Turn]:
+        """Up to `n` turns of `turn_id`'s session stored just before it, oldest first (an
+        extractor's context)."""
+        rows = self._query(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE space=? AND session_id=(SELECT session_id FROM turns WHERE "
+            "space=? AND turn_id=?) AND seq < (SELECT seq FROM turns WHERE space=? AND turn_id=?) "
+            "ORDER BY seq DESC LIMIT ?", (space, space, turn_id, space, turn_id, int(n)))
+        return [self._turn(r) for r in reversed(rows)]
+
+    def mark_extracted(self, space: str, turn_ids: list[str]) -> list[str]:
+        """Queued turns whose rule units stay (the LLM's reply was not used) marked done; the ids
+        that were still queued."""
+        done = []
+        with self.transaction() as cur:
+            for t in turn_ids:
+                cur.execute("UPDATE turns SET extracted=? WHERE space=? AND turn_id=? AND extracted=?",
+                            (EXTRACTED, space, t, QUEUED))
+                if cur.rowcount:
+                    done.append(t)
+        return done
 
     def turn_vectors(self, space: str, turn_ids: list[str] | None = None) -> dict[str, np.ndarray]:
         """turn id -> (d,) float32 text vector of `turn_text`, for the turns that have one (of

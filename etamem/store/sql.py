@@ -113,7 +113,8 @@ class SqlStore(SpaceRows, UnitRows):
                 # oracle); they are scoped by space now: the old rows would never be read again
                 cur.execute("DELETE FROM vector_cache")
                 cur.execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
-        elif int(rows[0][0]) == 5:  # the change log is created empty: followers reopen once, then follow it
+        elif int(rows[0][0]) in (5, 6):  # 5: the change log is created empty (followers reopen once, then
+            # follow it); 6: nothing to change (no turn of an older store is queued)
             self._execute("UPDATE meta SET value=? WHERE key='format_version'", (str(FORMAT_VERSION),))
         elif int(rows[0][0]) != FORMAT_VERSION:
             raise ValueError(

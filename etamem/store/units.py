@@ -18,6 +18,8 @@ from etamem.store.schema import (
     _PUT_LINK,
     _PUT_NODE,
     _PUT_VIEW_STATE,
+    EXTRACTED,
+    QUEUED,
     UNIT_KINDS,
     UnitExtras,
     _matrix,
@@ -39,11 +41,12 @@ class UnitRows:
     def write_amus(self, space: str, amus: list[AMU], text_vecs: np.ndarray, affect_vecs: np.ndarray,
                    done_turn_ids: list[str], dims: dict[str, int] | None = None, *,
                    turn_vecs: np.ndarray | None = None, views: list | None = None,
-                   extras: UnitExtras | None = None) -> None:
+                   extras: UnitExtras | None = None, queued: bool = False) -> None:
         """Write AMUs with their text (n, d_t) and affective (n, d_a) vectors, mark their turns
-        extracted, store the turns' vectors (turn_vecs: (len(done_turn_ids), d_t)), the changed
-        view rows (`views`: a `save_views` payload), the vector dimensions (`dims`) and the FTA
-        `extras` (fields, links, lifecycle changes, construction state), all in one transaction."""
+        extracted (`queued`: their LLM extraction queued, `etamem.extraction.background`), store the
+        turns' vectors (turn_vecs: (len(done_turn_ids), d_t)), the changed view rows (`views`: a
+        `save_views` payload), the vector dimensions (`dims`) and the FTA `extras` (fields, links,
+        lifecycle changes, construction state), all in one transaction."""
         self._index_dims(text_vecs if amus else None, affect_vecs if amus else None, turn_vecs)
         with self.transaction() as cur:
             self._bump(cur, space, {"units": [a.amu_id for a in amus], "turns": list(done_turn_ids),
@@ -54,17 +57,58 @@ class UnitRows:
                 self._write_views(cur, space, views)
             for key, value in (dims or {}).items():
                 self.set_space_meta(space, key, str(value), cur=cur)
-            seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM amus WHERE space=?", (space,)).fetchone()[0])
-            cur.executemany(
-                "INSERT INTO amus VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(space, a.amu_id, seq0 + i, a.text, a.speaker, a.timestamp.isoformat(), a.timestamp.timestamp(),
-                  a.session_id, json.dumps(list(a.source_turn_ids)), a.polarity,
-                  json.dumps([float(s) for s in a.polarity_scores]), a.status) for i, a in enumerate(amus)])
-            self._put_unit_vectors(cur, space, [a.amu_id for a in amus], text_vecs, affect_vecs)
-            cur.executemany("UPDATE turns SET extracted=1 WHERE space=? AND turn_id=?",
-                            [(space, t) for t in done_turn_ids])
+            self._insert_amus(cur, space, amus, text_vecs, affect_vecs)
+            cur.executemany("UPDATE turns SET extracted=? WHERE space=? AND turn_id=?",
+                            [(QUEUED if queued else EXTRACTED, space, t) for t in done_turn_ids])
             if extras is not None:
                 self._write_extras(cur, space, extras)
+
+    def _insert_amus(self, cur: Any, space: str, amus: list[AMU], text_vecs: np.ndarray,
+                     affect_vecs: np.ndarray) -> None:
+        seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM amus WHERE space=?", (space,)).fetchone()[0])
+        cur.executemany(
+            "INSERT INTO amus VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(space, a.amu_id, seq0 + i, a.text, a.speaker, a.timestamp.isoformat(), a.timestamp.timestamp(),
+              a.session_id, json.dumps(list(a.source_turn_ids)), a.polarity,
+              json.dumps([float(s) for s in a.polarity_scores]), a.status) for i, a in enumerate(amus)])
+        self._put_unit_vectors(cur, space, [a.amu_id for a in amus], text_vecs, affect_vecs)
+
+    @staticmethod
+    def _delete_units(cur: Any, space: str, amu_ids: list[str]) -> int:
+        """The rows of `amu_ids` (unit, vectors, FTA fields, links either way); how many units went."""
+        gone = 0
+        for a in amu_ids:
+            cur.execute("DELETE FROM amus WHERE space=? AND amu_id=?", (space, a))
+            gone += cur.rowcount
+            cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, a))
+            cur.execute("DELETE FROM unit_fields WHERE space=? AND amu_id=?", (space, a))
+            cur.execute("DELETE FROM unit_links WHERE space=? AND (source=? OR target=?)", (space, a, a))
+        return gone
+
+    def replace_units(self, space: str, turn_id: str, text: str, old_ids: list[str], amus: list[AMU],
+                      text_vecs: np.ndarray, affect_vecs: np.ndarray, *, views: list | None = None,
+                      extras: UnitExtras | None = None) -> bool:
+        """A queued turn's LLM units in place of its rule units, in one transaction: the rows of
+        `old_ids` go (with their links), `amus` with their text (n, d_t) and affective (n, d_a)
+        vectors, the changed view rows and `extras` are written and the turn is marked extracted.
+        Nothing is written (False) unless the turn is still queued with this `text` (deleted,
+        revised or landed by another process meanwhile)."""
+        self._index_dims(text_vecs if amus else None, affect_vecs if amus else None)
+        with self.transaction() as cur:
+            row = cur.execute("SELECT text, extracted FROM turns WHERE space=? AND turn_id=?",
+                              (space, turn_id)).fetchone()
+            if row is None or row[0] != text or int(row[1]) != QUEUED:
+                return False
+            self._bump(cur, space, {"units": [*old_ids, *(a.amu_id for a in amus)], "turns": [],
+                                    "nodes": _touched(views)})
+            if views:
+                self._write_views(cur, space, views)
+            self._delete_units(cur, space, old_ids)
+            self._insert_amus(cur, space, amus, text_vecs, affect_vecs)
+            cur.execute("UPDATE turns SET extracted=? WHERE space=? AND turn_id=?", (EXTRACTED, space, turn_id))
+            if extras is not None:
+                self._write_extras(cur, space, extras)
+        return True
 
     def _write_extras(self, cur: Any, space: str, extras: UnitExtras) -> None:
         cur.executemany("INSERT INTO unit_fields VALUES (?,?,?,?)",
@@ -186,13 +230,7 @@ class UnitRows:
             self._bump(cur, space, {"units": list(amu_ids), "turns": list(turns), "nodes": _touched(views)})
             if views:
                 self._write_views(cur, space, views)
-            gone = 0
-            for a in amu_ids:
-                cur.execute("DELETE FROM amus WHERE space=? AND amu_id=?", (space, a))
-                gone += cur.rowcount
-                cur.execute("DELETE FROM amu_vectors WHERE space=? AND amu_id=?", (space, a))
-                cur.execute("DELETE FROM unit_fields WHERE space=? AND amu_id=?", (space, a))
-                cur.execute("DELETE FROM unit_links WHERE space=? AND (source=? OR target=?)", (space, a, a))
+            gone = self._delete_units(cur, space, amu_ids)
             for t in turns:  # an item whose text was in the turn: its value holds that text too
                 cur.execute("DELETE FROM space_items WHERE space=? AND turn_id=?", (space, t))
             for t, change in turns.items():

@@ -871,8 +871,9 @@ class _ScriptedClient(LLMClient):
 
     def _request_with_retries(self, messages, temperature, max_tokens, params, stage):
         text = self.replies.pop(0) if self.replies else "{}"
-        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text), finish_reason="stop")],
-                               usage=None)
+        reply = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text), finish_reason="stop")],
+                                usage=None)
+        return reply, 0.0  # (response, seconds), as the real method
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,10 @@ class Endpoint:
 
 
 def make_memory(tmp_path, server, encoder, **cfg) -> Memory:
+    """A memory that extracts with the LLM inside `add` (the background queue's faults are in
+    tests/test_llm_queue.py)."""
     enc = CachedEncoder(encoder)
+    cfg.setdefault("llm_background", False)
     config = Config(llm_model="m", llm_base_url=server.base_url, llm_api_key="k", llm_timeout_s=TIMEOUT_S,
                     llm_max_retries=RETRIES, llm_backoff_s=0.01, llm_backoff_max_s=0.02, **cfg)
     return Memory(tmp_path / "store", config, text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
@@ -89,7 +92,12 @@ def cached_replies(mem: Memory) -> list[str]:
 
 
 def extraction(mem: Memory) -> dict:
-    return mem.stats(SPACE)["extraction"]
+    """The space's extraction counters (without the queue's and the client's, which these tests
+    do not use)."""
+    stats = mem.stats(SPACE)["extraction"]
+    assert stats.pop("queue") is None and stats.pop("queued_turns") == 0
+    stats.pop("llm", None)
+    return stats
 
 
 def rule_units(turn: dict) -> list[str]:
