@@ -164,13 +164,13 @@ def _check_all(mem, conversations, replace: bool) -> list[tuple[int, int]]:
     the file and line, or record and turn, and the field); per conversation, (the number of its
     turns not yet stored (all of them with `replace`), the number of its items skipped: chat
     messages without text or of a system role)."""
-    from etamem.ingest.inputs import validate_space
+    from etamem.ingest.inputs import space_as_stored
 
     counts = []
     for conv in conversations:
         labels = conv.labels or [f"{conv.space}: turn {i}" for i in range(len(conv.turns))]
         try:
-            conv.space = validate_space(conv.space)
+            conv.space = space_as_stored(conv.space, mem.store.has_space)
         except ValueError as exc:
             raise ValueError(f"{labels[0] if labels else conv.space}: {exc}") from None
         kept = len(mem.check(conv.turns, space=conv.space, labels=labels, new_space=True))

@@ -28,10 +28,12 @@ import logging
 import re
 import time
 from typing import Annotated, Any, Callable, Union
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from etamem import tenancy
+from etamem.ingest.inputs import check_id
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 from etamem.serve.metrics import Metrics, span
 from etamem.store.pg_pool import ConnectionLost
@@ -311,7 +313,9 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         if close_on_shutdown:
             await anyio.to_thread.run_sync(memory.close)
 
-    app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan,
+    # no redirect from `/x/` to `/x` (a 307 keeps the method: curl sends `DELETE .../turns/..` as
+    # `DELETE /v1/spaces/S/`, and a client following it would delete the space): 404 instead
+    app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan, redirect_slashes=False,
                           description="Long-term memory for LLM agents: add turns, search, answer, delete. "
                                       "Every route but /health and /ready needs an API key (Bearer).")
     app.router.route_class = _routes_class()
@@ -426,11 +430,11 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     UnitId = Path(..., min_length=1, max_length=400, description="the unit's id, URL-encoded (it may hold / # :)")
     TurnId = Path(..., min_length=1, max_length=200, description="the turn's id, URL-encoded (it may hold /)")
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health():
         return {"status": "ok", "version": _version()}
 
-    @app.get("/ready", responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
+    @app.api_route("/ready", methods=["GET", "HEAD"], responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
     async def ready():
         """200 once the server can serve without loading models (for load balancers; `/health`:
         the process is up)."""
@@ -503,7 +507,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.get("/v1/spaces/{space}/turns/{turn_id:path}")
     async def get_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
-        found = await engine("get", who, memory.turns, space, turn_ids=[turn_id])
+        found = await engine("get", who, memory.turns, space, turn_ids=[check_id(turn_id, "turn_id")])
         if not found:
             raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
         return turn_json(found[0])
@@ -513,7 +517,15 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id, write=space)}
 
     @app.delete("/v1/spaces/{space}")
-    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
+    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller),
+                           confirm: str | None = Query(None, description="the space's name again: a client that "
+                                                       "removes dot segments sends DELETE /v1/spaces/S/turns/.. "
+                                                       "here, without it")):
+        """Forget the whole space; `?confirm=<space>` is required."""
+        if confirm != space:
+            raise ValueError(f"confirm: deleting the whole space {space!r} needs ?confirm={quote(space, safe='')} "
+                             "(a DELETE of /v1/spaces/S/turns/.. or /units/.. reaches this route once a client "
+                             "removes the dot segment)")
         return {"deleted": await engine("delete", who, memory.delete, space, write=space)}
 
     @app.get("/metrics", response_class=PlainTextResponse)

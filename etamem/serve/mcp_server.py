@@ -37,7 +37,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     """An `MCPServer` whose tools call `memory` (an `etamem.Memory`) for the request's caller."""
     import anyio
 
-    from etamem.serve.guard import checked_admin_key
+    from etamem.serve.guard import checked_admin_key, repeated_credentials
 
     admin_key = checked_admin_key(admin_key, "admin_key")
 
@@ -53,6 +53,9 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     def caller_of(ctx) -> tenancy.Caller:
         request = getattr(getattr(ctx, "request_context", None), "request", None)
         if request is not None:  # streamable HTTP: the request's key
+            twice = repeated_credentials(request.headers.raw)
+            if twice:
+                raise PermissionError(f"{twice}: header given more than once; send one")
             key = tenancy.presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
         else:  # stdio / in-process: the process's key
             key = stdio_key
