@@ -36,6 +36,7 @@ from etamem import tenancy
 from etamem.ingest.inputs import check_id
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 from etamem.serve.metrics import Metrics, span
+from etamem.store.disk_full import DISK_FULL, database_errors, is_disk_full
 from etamem.store.pg_pool import ConnectionLost
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,7 @@ def _routes_class():
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _STATUS_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 408: "timeout", 413: "too_large", 415: "unsupported_media_type",
-                 422: "invalid_request", 429: "busy", 503: "busy"}
+                 422: "invalid_request", 429: "busy", 503: "busy", 507: "storage_full"}
 
 
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
@@ -419,6 +420,19 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
             message = f"method {request.method} not allowed on {request.url.path}"
         return reply(exc.status_code, _STATUS_CODES.get(exc.status_code, "http_error"), message,
                      headers=getattr(exc, "headers", None))
+
+    async def _507(request: Request, exc):
+        """A full disk (`etamem.store.disk_full`): 507, one log line, the connection kept; any
+        other store or file error goes on to the 500 handler."""
+        if not is_disk_full(exc):
+            raise exc
+        log.error("%s %s: %s (%s: %s); answered 507", request.method, request.url.path, DISK_FULL,
+                  type(exc).__name__, exc)
+        return reply(507, "storage_full", f"{DISK_FULL}: nothing of this request was stored; retry once the "
+                     "server has room", headers={"Retry-After": "60"})
+
+    for error in (OSError, *database_errors()):
+        app.add_exception_handler(error, _507)
 
     @app.exception_handler(Exception)
     async def _500(request: Request, exc):
