@@ -52,12 +52,13 @@ def validate_space(space: Any) -> str:
     Look-alikes from other scripts (Cyrillic `а`) stay distinct names."""
     if not isinstance(space, str):
         raise ValueError(f"space: expected a non-empty string, got {shown(space)}")
-    name = unicodedata.normalize("NFKC", space).strip()
+    name = unicodedata.normalize("NFKC", space)
     for ch in name:
         kind = "/" if ch in "/\\" else _REFUSED_SPACE_CATEGORIES.get(unicodedata.category(ch))
         if kind:
             raise ValueError(f"space {space!r}: contains {_describe(ch)}; a space name may not hold control, "
                              "format (zero-width, bidi) or line-separator characters, '/' or '\\'")
+    name = name.strip()
     if not name:
         raise ValueError(f"space: expected a non-empty string, got {space!r}")
     if name in DOT_SEGMENTS:
@@ -81,8 +82,8 @@ def stored_spelling(space: Any) -> str:
 def space_as_stored(space: Any, is_stored: Callable[[str], bool]) -> str:
     """The space `space` names in a store: `validate_space(space)`, except that a name an earlier
     version stored under its own rule (`stored_spelling`: NFC only, so `ａｎａ`, `ana` + U+200B
-    or `..` could be stored) is reached by that exact spelling while it is stored. ValueError as
-    `validate_space`."""
+    or `..` could be stored), one today's rule cannot give, is reached by that exact spelling
+    while it is stored. ValueError as `validate_space`."""
     try:
         name, error = validate_space(space), None
     except ValueError as exc:
@@ -92,11 +93,19 @@ def space_as_stored(space: Any, is_stored: Callable[[str], bool]) -> str:
             old = stored_spelling(space)
         except ValueError:
             old = None
-        if old is not None and old != name and is_stored(old):
+        if old is not None and old != name and not _valid_as_is(old) and is_stored(old):
             return old
     if error is not None:
         raise error
     return name
+
+
+def _valid_as_is(name: str) -> bool:
+    """Whether the rule of today gives `name` itself (then it needs no other way in)."""
+    try:
+        return validate_space(name) == name
+    except ValueError:
+        return False
 
 
 def check_id(value: Any, where: str) -> Any:

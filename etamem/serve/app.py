@@ -444,11 +444,13 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     UnitId = Path(..., min_length=1, max_length=400, description="the unit's id, URL-encoded (it may hold / # :)")
     TurnId = Path(..., min_length=1, max_length=200, description="the turn's id, URL-encoded (it may hold /)")
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    @app.head("/health", include_in_schema=False)  # load-balancer probes
+    @app.get("/health")
     async def health():
         return {"status": "ok", "version": _version()}
 
-    @app.api_route("/ready", methods=["GET", "HEAD"], responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
+    @app.head("/ready", include_in_schema=False)
+    @app.get("/ready", responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
     async def ready():
         """200 once the server can serve without loading models (for load balancers; `/health`:
         the process is up)."""
