@@ -1,4 +1,4 @@
-"""A full disk said plainly (issue 46, N4), with SQLite's own SQLITE_FULL: every connection the
+"""A full disk said plainly (the third red-team round: N4), with SQLite's own SQLITE_FULL: every connection the
 store opens gets `PRAGMA max_page_count` a few pages above its size, so a large write fails
 inside SQLite exactly as on a full disk ("database or disk is full", and SQLite rolls the
 transaction back itself). The Python API raises that error (not `cannot rollback`), the CLI says

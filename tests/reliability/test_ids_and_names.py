@@ -1,4 +1,4 @@
-"""Ids and names that mean one thing (issue 46, N2, N5 and its Info line): `.` and `..` are never
+"""Ids and names that mean one thing (the third red-team round: N2, N5 and its notes): `.` and `..` are never
 turn ids, unit ids or space names (a URL client removes them as dot segments, so `DELETE
 .../turns/..` would reach the whole space); no redirect from `/x/` to `/x`; the whole-space DELETE
 needs `?confirm=<space>`; space names NFKC-normalised, control, format and bidi characters
