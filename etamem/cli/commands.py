@@ -565,5 +565,6 @@ def _said_plainly(exc: Exception) -> int | None:
           f"(what was acknowledged before is stored; run the command again once the cause is fixed)", file=sys.stderr)
     return 1
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -52,6 +52,8 @@ def validate_space(space: Any) -> str:
     Look-alikes from other scripts (Cyrillic `а`) stay distinct names."""
     if not isinstance(space, str):
         raise ValueError(f"space: expected a non-empty string, got {shown(space)}")
+    if len(space) > 32 * MAX_SPACE_CHARS:  # no need to read it all: no padding makes it short enough
+        raise ValueError(f"space {space[:20]!r}...: {len(space)} characters, more than {MAX_SPACE_CHARS}")
     name = unicodedata.normalize("NFKC", space)
     for ch in name:
         kind = "/" if ch in "/\\" else _REFUSED_SPACE_CATEGORIES.get(unicodedata.category(ch))

@@ -13,7 +13,9 @@ budget, slow request heads and bodies time out. Reads (search, answer, list, ...
 (add, delete) run in separate worker-thread pools, and the writes to one space wait in that
 space's own queue, outside the pools: a tenant sending large adds back to back holds one write
 thread, never a search thread. Ids are taken whole in the path (`/units/{amu_id:path}`), so any
-id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted.
+id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted; `.` and `..` are no
+ids or space names (clients drop such segments), `/x/` is never redirected to `/x`, and the
+whole-space delete needs `?confirm=<space>`. A full disk is 507 (`storage_full`).
 
 The models are loaded at startup, before uvicorn accepts connections; `/ready` answers 200 only
 once they are (503 before, and again while shutting down), `/health` whenever the process is up. A write is answered only
