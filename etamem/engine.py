@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from etamem import tenancy
 from etamem.config import Config
-from etamem.ingest.inputs import validate_space
+from etamem.ingest.inputs import space_as_stored
 from etamem.live import derived
 from etamem.live.residency import LiveTable, ResidencyStats
 from etamem.live.space import LiveSpace
@@ -348,8 +348,9 @@ class Engine:
         return tenancy.visible(self.store.spaces())
 
     def space_name(self, space: str) -> str:
-        """The validated space name, if the caller's scope allows it (`etamem.tenancy`)."""
-        return tenancy.check(validate_space(space))
+        """The validated space name (`space_as_stored`: a name an earlier version stored keeps its
+        spelling), if the caller's scope allows it (`etamem.tenancy`)."""
+        return tenancy.check(space_as_stored(space, self.store.has_space))
 
     def known_space(self, space: str) -> str:
         """The validated name of a space the store holds (`space_name`); UnknownSpaceError otherwise."""

@@ -25,7 +25,7 @@ from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
 from etamem.extraction.extractors import REJECTION_STATS
 from etamem.filters import Filters, resolve_filters
-from etamem.ingest.inputs import validate_query, validate_top_k
+from etamem.ingest.inputs import check_id, validate_query, validate_top_k
 from etamem.ingest.timeparse import parse_timestamp
 from etamem.live import derived
 from etamem.live.space import LiveSpace
@@ -295,7 +295,7 @@ class Memory(Engine):
         from etamem.facts.current_first import with_status
 
         space = self.known_space(space)
-        found = self.store.amus(space, status=None, amu_ids=[amu_id])
+        found = self.store.amus(space, status=None, amu_ids=[check_id(amu_id, "amu_id")])
         if not found:
             raise UnknownIdError(f"no AMU {amu_id!r} in space {space!r}")
         return with_status(found, self.store.unit_links(space, [amu_id]))[0]
@@ -361,7 +361,7 @@ class Memory(Engine):
             How many units went.
 
         Raises:
-            ValueError: Both `amu_id` and `turn_id` given.
+            ValueError: Both `amu_id` and `turn_id` given, or either is `.` or `..`.
             UnknownIdError: The unit or turn is not there (a KeyError).
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
@@ -370,6 +370,8 @@ class Memory(Engine):
 
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
+        check_id(amu_id, "amu_id")
+        check_id(turn_id, "turn_id")
         space = self.known_space(space)
         with self.writing_to(space) as live:
             if amu_id is None and turn_id is None:
@@ -567,6 +569,7 @@ class Memory(Engine):
             UnknownSpaceError: The store holds no such space (a ValueError).
         """
         space = self.known_space(space)
+        check_id(unit_id, "unit_id")
         own = stored_units(self.method, self.store, space).history(self.store, space, unit_id)
         if own is not None:  # FTA units: their relation links
             return own

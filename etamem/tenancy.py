@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from etamem.ingest.inputs import validate_space
+from etamem.ingest.inputs import stored_spelling, validate_space
 
 KEY_PREFIX = "etm_"
 _SCOPE: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("etamem_scope", default=None)
@@ -34,11 +34,13 @@ class SpaceForbidden(PermissionError):
 @contextlib.contextmanager
 def scope(spaces: Iterable[str] | None) -> Iterator[None]:
     """Restrict engine calls made inside the block (in this thread or task) to `spaces`; None
-    lifts no restriction of an enclosing scope and adds none."""
+    lifts no restriction of an enclosing scope and adds none. Names are taken as spelled
+    (`stored_spelling`, not NFKC): a key an earlier version made for `ａｎａ` reaches that stored
+    space, never `ana`; keys made now hold NFKC names (`create_key`)."""
     if spaces is None:
         yield
         return
-    allowed = frozenset(validate_space(s) for s in spaces)
+    allowed = frozenset(stored_spelling(s) for s in spaces)
     outer = _SCOPE.get()
     token = _SCOPE.set(allowed if outer is None else allowed & outer)  # nested scopes only narrow
     try:

@@ -83,7 +83,7 @@ def read(mem: Engine, items: list, space: str, *, now: datetime, next_seq: int =
         clock.taken = lambda sid: mem.store.session_state(space, sid) is not None
     return read_turns(items, space, default_tz=mem.config.default_timezone, labels=labels, now=now,
                       max_turn_chars=mem.config.max_turn_chars, next_seq=next_seq, sessions=clock,
-                      keep_system=mem.config.keep_system_messages, known=known)
+                      keep_system=mem.config.keep_system_messages, known=known, is_stored=mem.store.has_space)
 
 
 def count_input(mem: Engine, space: str, batch: TurnBatch) -> None:

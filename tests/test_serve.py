@@ -64,7 +64,7 @@ def routes(mem, space: str) -> list[tuple[str, str, dict | None]]:
         ("GET", f"/v1/spaces/{space}/stats", None),
         ("DELETE", f"/v1/spaces/{space}/units/{unit}", None),
         ("DELETE", f"/v1/spaces/{space}/turns/t2", None),
-        ("DELETE", f"/v1/spaces/{space}", None),
+        ("DELETE", f"/v1/spaces/{space}?confirm={space}", None),
     ]
 
 

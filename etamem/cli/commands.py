@@ -173,13 +173,13 @@ def _check_all(mem, conversations, replace: bool) -> list[tuple[int, int]]:
     the file and line, or record and turn, and the field); per conversation, (the number of its
     turns not yet stored (all of them with `replace`), the number of its items skipped: chat
     messages without text or of a system role)."""
-    from etamem.ingest.inputs import validate_space
+    from etamem.ingest.inputs import space_as_stored
 
     counts = []
     for conv in conversations:
         labels = conv.labels or [f"{conv.space}: turn {i}" for i in range(len(conv.turns))]
         try:
-            conv.space = validate_space(conv.space)
+            conv.space = space_as_stored(conv.space, mem.store.has_space)
         except ValueError as exc:
             raise ValueError(f"{labels[0] if labels else conv.space}: {exc}") from None
         kept = len(mem.check(conv.turns, space=conv.space, labels=labels, new_space=True))
@@ -548,24 +548,31 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
-    except OSError as exc:  # a file that cannot be read or written, a full disk
+    except Exception as exc:
+        status = _said_plainly(exc)
+        if status is None:
+            raise
+        return status
+
+
+def _said_plainly(exc: Exception) -> int | None:
+    """For a file or store failure, print it in one line and return the exit status (2: a full
+    disk, a condition the user fixes; 1: others); None for any other error."""
+    from etamem.store.disk_full import DISK_FULL, database_errors, is_disk_full
+
+    if not isinstance(exc, (OSError, *database_errors())):
+        return None
+    if is_disk_full(exc):
+        print(f"etamem: error: {DISK_FULL}: this command's last write was not stored (what was acknowledged "
+              "before is); free space and run it again", file=sys.stderr)
+        return 2
+    if isinstance(exc, OSError):  # a file that cannot be read or written
         print(f"etamem: error: {exc}", file=sys.stderr)
         return 1
-    except _database_errors() as exc:  # the store could not be read or written: a full disk, a lost server
-        print(f"etamem: error: the store failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
-              f"(what was acknowledged before is stored; run the command again once the cause is fixed)",
-              file=sys.stderr)
-        return 1
-
-
-def _database_errors() -> tuple[type[BaseException], ...]:
-    """The database errors of the store backends in use (psycopg's only when it is loaded)."""
-    import sqlite3
-
-    errors: list[type[BaseException]] = [sqlite3.Error]
-    if "psycopg" in sys.modules:
-        errors.append(sys.modules["psycopg"].Error)
-    return tuple(errors)
+    # the store could not be read or written: a lost server, a damaged file
+    print(f"etamem: error: the store failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+          f"(what was acknowledged before is stored; run the command again once the cause is fixed)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

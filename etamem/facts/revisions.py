@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from etamem import writing
 from etamem.facts.supersession import SUPERSEDES
 from etamem.forget import CAPTION_KEY
+from etamem.ingest.inputs import check_id
 from etamem.ingest.timeparse import parse_timestamp
 from etamem.records import AMU, Turn, UnknownIdError
 from etamem.store.schema import UnitExtras
@@ -62,6 +63,7 @@ def update(mem: Memory, space: str, turn_id: str, text: str, *, forget_old: bool
     space = mem.known_space(space)
     if not isinstance(turn_id, str) or not turn_id:
         raise ValueError(f"turn_id: expected a non-empty string, got {turn_id!r}")
+    check_id(turn_id, "turn_id")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text: expected a non-empty string, got {text!r}")
     if mem.method.units.kind != "amu":

@@ -34,24 +34,87 @@ _CONTROL_RUN = re.compile("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\
                           "|[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _CONTROL_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 REPLACEMENT = "\ufffd"
-_BAD_SPACE_CHAR = re.compile("[\x00-\x1f\x7f-\x9f/\\\\\ud800-\udfff]")  # C0, DEL, C1; '/', '\\'; surrogates
+_OLD_BAD_SPACE_CHAR = re.compile("[\x00-\x1f\x7f-\x9f/\\\\\ud800-\udfff]")  # the rule before NFKC (see `space_as_stored`)
+# refused in a space name (after NFKC): control (Cc), format (Cf: zero-width characters, the bidi
+# embeddings, overrides and isolates U+202A-202E, U+2066-2069, soft hyphen, BOM), surrogates (Cs),
+# line and paragraph separators (Zl, Zp)
+_REFUSED_SPACE_CATEGORIES = {"Cc": "control", "Cf": "format", "Cs": "surrogate", "Zl": "line separator",
+                             "Zp": "paragraph separator"}
+DOT_SEGMENTS = frozenset({".", ".."})
+_DOTS_NOTE = ("URL clients remove '.' and '..' path segments (RFC 3986), so a request naming it would "
+              "reach another route")
 
 
 def validate_space(space: Any) -> str:
-    """The space name, NFC-normalised and stripped, so spellings that normalise equal name the
-    same space; 1..128 characters, no control characters, `/` or `\\`; else ValueError."""
+    """The space name, NFKC-normalised and stripped, so spellings that normalise equal (fullwidth
+    `ａｎａ`, `ana`) name the same space; 1..128 characters; no control, format (zero-width,
+    bidi override) or line-separator character, no `/` or `\\`, not `.` or `..`; else ValueError.
+    Look-alikes from other scripts (Cyrillic `а`) stay distinct names."""
     if not isinstance(space, str):
         raise ValueError(f"space: expected a non-empty string, got {shown(space)}")
-    bad = _BAD_SPACE_CHAR.search(space)
-    if bad:
-        raise ValueError(f"space {space!r}: contains {_describe(bad.group())}; a space name may not hold "
-                         "control characters, '/' or '\\'")
-    name = unicodedata.normalize("NFC", space).strip()
+    if len(space) > 32 * MAX_SPACE_CHARS:  # no need to read it all: no padding makes it short enough
+        raise ValueError(f"space {space[:20]!r}...: {len(space)} characters, more than {MAX_SPACE_CHARS}")
+    name = unicodedata.normalize("NFKC", space)
+    for ch in name:
+        kind = "/" if ch in "/\\" else _REFUSED_SPACE_CATEGORIES.get(unicodedata.category(ch))
+        if kind:
+            raise ValueError(f"space {space!r}: contains {_describe(ch)}; a space name may not hold control, "
+                             "format (zero-width, bidi) or line-separator characters, '/' or '\\'")
+    name = name.strip()
     if not name:
         raise ValueError(f"space: expected a non-empty string, got {space!r}")
+    if name in DOT_SEGMENTS:
+        raise ValueError(f"space {space!r}: '.' and '..' are not space names ({_DOTS_NOTE})")
     if len(name) > MAX_SPACE_CHARS:
         raise ValueError(f"space {name[:20]!r}...: {len(name)} characters, more than {MAX_SPACE_CHARS}")
     return name
+
+
+def stored_spelling(space: Any) -> str:
+    """`space` under the rule of earlier versions (NFC, stripped; no C0/C1 control character,
+    `/`, `\\` or surrogate), the spelling a store or key made then holds; else ValueError."""
+    if not isinstance(space, str) or _OLD_BAD_SPACE_CHAR.search(space):
+        raise ValueError(f"space: not a space name: {shown(space)}")
+    name = unicodedata.normalize("NFC", space).strip()
+    if not name or len(name) > MAX_SPACE_CHARS:
+        raise ValueError(f"space: not a space name: {shown(space)}")
+    return name
+
+
+def space_as_stored(space: Any, is_stored: Callable[[str], bool]) -> str:
+    """The space `space` names in a store: `validate_space(space)`, except that a name an earlier
+    version stored under its own rule (`stored_spelling`: NFC only, so `ａｎａ`, `ana` + U+200B
+    or `..` could be stored), one today's rule cannot give, is reached by that exact spelling
+    while it is stored. ValueError as `validate_space`."""
+    try:
+        name, error = validate_space(space), None
+    except ValueError as exc:
+        name, error = None, exc
+    if isinstance(space, str) and (name is None or name != space.strip()):
+        try:
+            old = stored_spelling(space)
+        except ValueError:
+            old = None
+        if old is not None and old != name and not _valid_as_is(old) and is_stored(old):
+            return old
+    if error is not None:
+        raise error
+    return name
+
+
+def _valid_as_is(name: str) -> bool:
+    """Whether the rule of today gives `name` itself (then it needs no other way in)."""
+    try:
+        return validate_space(name) == name
+    except ValueError:
+        return False
+
+
+def check_id(value: Any, where: str) -> Any:
+    """`value` (a turn or unit id) unless it is `.` or `..`: ValueError naming `where`."""
+    if isinstance(value, str) and value in DOT_SEGMENTS:
+        raise ValueError(f"{where}: {value!r} is not an id ({_DOTS_NOTE}); '.' and '..' are refused as ids")
+    return value
 
 
 def _describe(ch: str) -> str:
@@ -59,7 +122,9 @@ def _describe(ch: str) -> str:
         return f"lone surrogate U+{ord(ch):04X}"
     if ch in "/\\":
         return repr(ch)
-    return f"control character U+{ord(ch):04X}" + (" (NUL)" if ch == "\x00" else "")
+    kind = _REFUSED_SPACE_CATEGORIES.get(unicodedata.category(ch), "control")
+    name = unicodedata.name(ch, "")
+    return f"{kind} character U+{ord(ch):04X}" + (" (NUL)" if ch == "\x00" else f" ({name})" if name else "")
 
 
 def clean_text(text: str) -> tuple[str, int]:
@@ -101,10 +166,10 @@ def _required_str(value: Any, where: str, max_chars: int = MAX_ID_CHARS, limit_n
     return check_text(value, where, max_chars, limit_name=limit_name, controls=controls)
 
 
-def _turn_space(value: Any, space: str, where: str) -> None:
+def _turn_space(value: Any, space: str, where: str, is_stored: Callable[[str], bool]) -> None:
     """A turn's own `space` must name the space it is added to (after normalisation)."""
     try:
-        same = validate_space(value) == space
+        same = space_as_stored(value, is_stored) == space
     except ValueError:
         same = False
     if not same:
@@ -165,7 +230,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
                existing_ids: set[str] | None = None, next_seq: int = 0, max_turn_chars: int = MAX_TURN_CHARS,
                labels: Sequence[str] | None = None, now: datetime | None = None,
                sessions: SessionClock | None = None, keep_system: bool = False,
-               known: Mapping[str, Turn] | None = None) -> TurnBatch:
+               known: Mapping[str, Turn] | None = None, is_stored: Callable[[str], bool] | None = None) -> TurnBatch:
     """Check every item and return the `TurnBatch` to store in `space`; raise ValueError naming
     the first bad field (e.g. `turns[3].timestamp`, or `<labels[3]>.timestamp` when the caller
     knows where item 3 comes from, e.g. `talk.jsonl:4: turn`) before anything is stored. Limits:
@@ -177,9 +242,11 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
     `sessions` (a `SessionClock`); a missing turn id is `t<seq>`, counting from `next_seq` in the
     order given. A turn whose id is in `known` (the stored turns by id) takes its missing
     timestamp and session from the stored one: a retry without them is the same message.
-    Control characters in texts are replaced (`clean_text`), not refused.
+    Control characters in texts are replaced (`clean_text`), not refused. `is_stored(name)` says
+    which spaces the store holds (`space_as_stored`: a name stored by an earlier version).
     """
-    space = validate_space(space)
+    is_stored = is_stored or (lambda name: False)
+    space = space_as_stored(space, is_stored)
     if isinstance(items, (Turn, Mapping)):
         items = [items]
     items = list(items)
@@ -193,7 +260,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
         where = f"turns[{i}]" if labels is None else labels[i]
         if isinstance(item, Turn):
             if item.space != "default":
-                _turn_space(item.space, space, where)
+                _turn_space(item.space, space, where, is_stored)
             fields = {"session_id": item.session_id, "speaker": item.speaker, "text": item.text,
                       "timestamp": item.timestamp, "turn_id": item.turn_id, "extra": item.extra}
         elif isinstance(item, Mapping) and is_message(item):
@@ -210,7 +277,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
         else:
             raise ValueError(f"{where}: expected a Turn, a turn dict or a chat message, got {type(item).__name__}")
         if fields.get("space") is not None:
-            _turn_space(fields["space"], space, where)
+            _turn_space(fields["space"], space, where, is_stored)
         for name in ("speaker", "text"):
             if fields.get(name) is None:
                 raise ValueError(f"{where}.{name}: missing")
@@ -222,7 +289,8 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
             raise ValueError(f"{where}.text: nothing left once control characters were removed")
         batch.replaced += replaced
         turn_id = fields.get("turn_id")
-        turn_id = f"t{next_seq + i}" if turn_id is None else _required_str(turn_id, f"{where}.turn_id")
+        turn_id = f"t{next_seq + i}" if turn_id is None else check_id(_required_str(turn_id, f"{where}.turn_id"),
+                                                                        f"{where}.turn_id")
         before = (known or {}).get(turn_id)
         if fields.get("timestamp") is not None:
             timestamp = parse_timestamp(fields["timestamp"], default_tz, field=f"{where}.timestamp")

@@ -282,9 +282,9 @@ def resolve_space(mem, space: str | None) -> str:
         if len(spaces) != 1:
             raise ValueError(f"space: the store holds {len(spaces)} spaces, name one with --space ({spaces[:10]})")
         return spaces[0]
-    from etamem.ingest.inputs import validate_space
+    from etamem.ingest.inputs import space_as_stored
 
-    space = validate_space(space)
+    space = space_as_stored(space, spaces.__contains__)
     if space not in spaces:
         raise ValueError(f"space: unknown space {space!r} (known: {spaces[:10]})")
     return space

@@ -13,7 +13,9 @@ budget, slow request heads and bodies time out. Reads (search, answer, list, ...
 (add, delete) run in separate worker-thread pools, and the writes to one space wait in that
 space's own queue, outside the pools: a tenant sending large adds back to back holds one write
 thread, never a search thread. Ids are taken whole in the path (`/units/{amu_id:path}`), so any
-id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted.
+id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted; `.` and `..` are no
+ids or space names (clients drop such segments), `/x/` is never redirected to `/x`, and the
+whole-space delete needs `?confirm=<space>`. A full disk is 507 (`storage_full`).
 
 The models are loaded at startup, before uvicorn accepts connections; `/ready` answers 200 only
 once they are (503 before, and again while shutting down), `/health` whenever the process is up. A write is answered only
@@ -29,12 +31,15 @@ import logging
 import re
 import time
 from typing import Annotated, Any, Callable, Union
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from etamem import tenancy
+from etamem.ingest.inputs import check_id
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 from etamem.serve.metrics import Metrics, span
+from etamem.store.disk_full import DISK_FULL, database_errors, is_disk_full
 from etamem.store.pg_pool import ConnectionLost
 
 log = logging.getLogger(__name__)
@@ -270,7 +275,7 @@ def _routes_class():
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _STATUS_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 408: "timeout", 413: "too_large", 415: "unsupported_media_type",
-                 422: "invalid_request", 429: "busy", 503: "busy"}
+                 422: "invalid_request", 429: "busy", 503: "busy", 507: "storage_full"}
 
 
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
@@ -312,7 +317,9 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         if close_on_shutdown:
             await anyio.to_thread.run_sync(memory.close)
 
-    app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan,
+    # no redirect from `/x/` to `/x` (a 307 keeps the method: curl sends `DELETE .../turns/..` as
+    # `DELETE /v1/spaces/S/`, and a client following it would delete the space): 404 instead
+    app = fastapi.FastAPI(title="ETAMem", version=_version(), lifespan=lifespan, redirect_slashes=False,
                           description="Long-term memory for LLM agents: add turns, search, answer, delete. "
                                       "Every route but /health and /ready needs an API key (Bearer).")
     app.router.route_class = _routes_class()
@@ -417,6 +424,19 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return reply(exc.status_code, _STATUS_CODES.get(exc.status_code, "http_error"), message,
                      headers=getattr(exc, "headers", None))
 
+    async def _507(request: Request, exc):
+        """A full disk (`etamem.store.disk_full`): 507, one log line, the connection kept; any
+        other store or file error goes on to the 500 handler."""
+        if not is_disk_full(exc):
+            raise exc
+        log.error("%s %s: %s (%s: %s); answered 507", request.method, request.url.path, DISK_FULL,
+                  type(exc).__name__, exc)
+        return reply(507, "storage_full", f"{DISK_FULL}: nothing of this request was stored; retry once the "
+                     "server has room", headers={"Retry-After": "60"})
+
+    for error in (OSError, *database_errors()):
+        app.add_exception_handler(error, _507)
+
     @app.exception_handler(Exception)
     async def _500(request: Request, exc):
         log.exception("unhandled error on %s", request.url.path)
@@ -427,10 +447,12 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     UnitId = Path(..., min_length=1, max_length=400, description="the unit's id, URL-encoded (it may hold / # :)")
     TurnId = Path(..., min_length=1, max_length=200, description="the turn's id, URL-encoded (it may hold /)")
 
+    @app.head("/health", include_in_schema=False)  # load-balancer probes
     @app.get("/health")
     async def health():
         return {"status": "ok", "version": _version()}
 
+    @app.head("/ready", include_in_schema=False)
     @app.get("/ready", responses={503: {"description": "the models are not loaded yet, or the server is stopping"}})
     async def ready():
         """200 once the server can serve without loading models (for load balancers; `/health`:
@@ -504,7 +526,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.get("/v1/spaces/{space}/turns/{turn_id:path}")
     async def get_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
-        found = await engine("get", who, memory.turns, space, turn_ids=[turn_id])
+        found = await engine("get", who, memory.turns, space, turn_ids=[check_id(turn_id, "turn_id")])
         if not found:
             raise UnknownIdError(f"no turn {turn_id!r} in space {space!r}")
         return turn_json(found[0])
@@ -514,7 +536,15 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id, write=space)}
 
     @app.delete("/v1/spaces/{space}")
-    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
+    async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller),
+                           confirm: str | None = Query(None, description="the space's name again: a client that "
+                                                       "removes dot segments sends DELETE /v1/spaces/S/turns/.. "
+                                                       "here, without it")):
+        """Forget the whole space; `?confirm=<space>` is required."""
+        if confirm != space:
+            raise ValueError(f"confirm: deleting the whole space {space!r} needs ?confirm={quote(space, safe='')} "
+                             "(a DELETE of /v1/spaces/S/turns/.. or /units/.. reaches this route once a client "
+                             "removes the dot segment)")
         return {"deleted": await engine("delete", who, memory.delete, space, write=space)}
 
     @app.get("/metrics", response_class=PlainTextResponse)

@@ -1,29 +1,34 @@
 """What keeps one HTTP client from stalling or exhausting a server (`etamem serve`, `etamem mcp`).
 
 - `Gate` (ASGI middleware): the API key is checked from the headers before any body byte is
-  read (401 otherwise), bodies over the limit get 413 by Content-Length or while counted,
-  buffered bodies share a byte budget (503 with Retry-After when it stays full), a body that
-  does not arrive within `body_timeout_s` gets 408, and a client that leaves mid-body ends its
-  request quietly (no traceback). Refusals sent with an unread body close the connection.
+  read (401 otherwise; 400 when Authorization or X-API-Key comes twice), bodies over the limit
+  get 413 by Content-Length or while counted, buffered bodies share a byte budget (503 with
+  Retry-After when it stays full), a body that does not arrive within `body_timeout_s` gets 408,
+  and a client that leaves mid-body ends its request quietly (no traceback). Refusals sent with
+  an unread body close the connection.
 - `GuardedH11Protocol`: uvicorn's h11 protocol with a deadline for a request's head (a client
   that opens a connection and trickles or stops its headers is dropped).
 - `server_config` / `run_server`: the uvicorn settings every server here uses (these timeouts,
   h11's head size limit, keep-alive, a short GIL switch interval so that a request thread gets
   the interpreter back quickly while another runs long CPU work).
-- `checked_admin_key`: the one rule for an admin key, whatever the server.
+- `checked_admin_key`: the one rule for an admin key, whatever the server (length, no whitespace,
+  no repeated pattern, an entropy estimate).
 """
 from __future__ import annotations
 
 import contextvars
 import json
 import logging
+import math
 import os
 import sys
+from collections import Counter
 from typing import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
 MIN_ADMIN_KEY_CHARS = 24
+MIN_ADMIN_KEY_BITS = 48  # `key_bits`: 24 random digits never fell below 51 in 100,000 draws
 SWITCH_INTERVAL_S = 0.001
 # the caller the gate authenticated, for the request it is serving (None: not checked there)
 CALLER: contextvars.ContextVar[object | None] = contextvars.ContextVar("etamem_caller", default=None)
@@ -32,18 +37,36 @@ ADMIN_KEY_ENV = "ETAMEM_ADMIN_KEY"
 
 def admin_key_from_env() -> str | None:
     """The admin key from ETAMEM_ADMIN_KEY (None when unset), held to the one rule of every
-    server here (`checked_admin_key`: at least 24 characters)."""
+    server here (`checked_admin_key`: at least 24 characters, not guessable)."""
     return checked_admin_key(os.environ.get(ADMIN_KEY_ENV), ADMIN_KEY_ENV)
 
 
 def checked_admin_key(key: str | None, source: str = "ETAMEM_ADMIN_KEY") -> str | None:
-    """`key` (None or empty: no admin key) if long enough to stand for every space; else ValueError."""
+    """`key` (None or empty: no admin key) if it can stand for every space: at least 24
+    characters, no whitespace or control character, not one shorter string repeated, and at
+    least `MIN_ADMIN_KEY_BITS` bits by `key_bits`; else ValueError saying which rule failed."""
     if not key:
         return None
+    how = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
     if len(key) < MIN_ADMIN_KEY_CHARS:
-        raise ValueError(f"{source}: at least {MIN_ADMIN_KEY_CHARS} characters (e.g. python -c 'import secrets; "
-                         f"print(secrets.token_urlsafe(32))')")
+        raise ValueError(f"{source}: at least {MIN_ADMIN_KEY_CHARS} characters ({how})")
+    if any(ch.isspace() or not ch.isprintable() for ch in key):
+        raise ValueError(f"{source}: holds whitespace or a control character; an admin key is one random token ({how})")
+    if key in (key + key)[1:-1]:  # a shorter string repeated: 'ab' * 12, 'password1234' * 2
+        raise ValueError(f"{source}: one shorter string repeated; an admin key must be random ({how})")
+    bits = key_bits(key)
+    if bits < MIN_ADMIN_KEY_BITS:
+        raise ValueError(f"{source}: too guessable (about {bits:.0f} bits judged from its characters, at least "
+                         f"{MIN_ADMIN_KEY_BITS} wanted); an admin key must be random ({how})")
     return key
+
+
+def key_bits(key: str) -> float:
+    """A rough entropy estimate: the key's length times the Shannon entropy of its character
+    frequencies (24 x 'a': 0; a random 24-digit number: 51 or more; `secrets.token_urlsafe(32)`:
+    about 200)."""
+    counts, n = Counter(key), len(key)
+    return -n * sum(c / n * math.log2(c / n) for c in counts.values())
 
 
 def error_json(code: str, message: str, field: str | None = None) -> bytes:
@@ -85,6 +108,16 @@ class _BodyTimeout(Exception):
     pass
 
 
+CREDENTIAL_HEADERS = (b"authorization", b"x-api-key")
+
+
+def repeated_credentials(headers) -> str | None:
+    """The name of a credential header (`CREDENTIAL_HEADERS`) that `headers` (ASGI pairs) hold
+    more than once, else None."""
+    names = [name.lower() for name, _ in headers]
+    return next((h.decode() for h in CREDENTIAL_HEADERS if names.count(h) > 1), None)
+
+
 class Gate:
     """ASGI middleware in front of an app: key check before the body (when `authenticate` is
     given; `public` paths need none), body limit, byte budget, body read deadline; `observe`
@@ -122,6 +155,10 @@ class Gate:
                                       close=True)
         expected = int(length) if length is not None else (self.limit if chunked else 0)
         unread = chunked or expected > 0
+        twice = repeated_credentials(scope.get("headers") or [])
+        if twice:  # which one would count is the client's guess: refuse rather than pick
+            return await self._refuse(scope, send, 400, "invalid_request",
+                                      f"{twice}: header given more than once; send one", close=unread)
         if self.authenticate is not None and scope["path"] not in self.public:
             who = await self.authenticate(headers)
             if who is None:

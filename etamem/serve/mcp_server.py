@@ -5,16 +5,21 @@ stdio or streamable HTTP (`etamem mcp STORE [--transport http --port N]`).
 Tenancy as in the HTTP API (`etamem.tenancy`): over HTTP each request's `Authorization: Bearer`
 key decides the spaces; over stdio the process's key (`ETAMEM_API_KEY`, checked again on every
 call, so a revoked key stops working). Every engine call runs inside the key's scope in a worker
-thread. A bad argument or a refused space is a tool error with the message, not a crash.
+thread. A bad argument, a refused space or a full disk is a tool error with the message, not a
+crash.
 """
 # no `from __future__ import annotations`: the mcp package reads the tools' annotations at run time
 import functools
+import logging
 import os
 from typing import Union
 
 from etamem import tenancy
 from etamem.records import UnknownIdError
 from etamem.serve.app import MessageItem, SearchFilters, TurnItem, hit_json, run_scoped, unit_json, version_json
+from etamem.store.disk_full import DISK_FULL, is_disk_full
+
+log = logging.getLogger(__name__)
 
 API_KEY_ENV = "ETAMEM_API_KEY"
 
@@ -37,7 +42,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     """An `MCPServer` whose tools call `memory` (an `etamem.Memory`) for the request's caller."""
     import anyio
 
-    from etamem.serve.guard import checked_admin_key
+    from etamem.serve.guard import checked_admin_key, repeated_credentials
 
     admin_key = checked_admin_key(admin_key, "admin_key")
 
@@ -53,6 +58,9 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     def caller_of(ctx) -> tenancy.Caller:
         request = getattr(getattr(ctx, "request_context", None), "request", None)
         if request is not None:  # streamable HTTP: the request's key
+            twice = repeated_credentials(request.headers.raw)
+            if twice:
+                raise PermissionError(f"{twice}: header given more than once; send one")
             key = tenancy.presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
         else:  # stdio / in-process: the process's key
             key = stdio_key
@@ -69,6 +77,11 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
             return await run_scoped(caller_of(ctx), operation, limiter, fn, *args, **kwargs)
         except (ValueError, PermissionError, UnknownIdError) as exc:
             raise ToolError(str(exc)) from None
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            log.error("%s: %s (%s); answered as a tool error", operation, DISK_FULL, exc)
+            raise ToolError(f"{DISK_FULL}: nothing of this call was stored; retry once the server has room") from None
 
     @server.tool()
     async def add_memory(space: str, turns: list[Union[MessageItem, TurnItem]], ctx: Context) -> dict:

@@ -8,6 +8,7 @@ log, so forgotten text leaves the database files.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ __all__ = ["BUSY_TIMEOUT_S", "DATABASE_URL_PREFIXES", "FORMAT_VERSION", "MODEL_K
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's transaction
 STORE_FILE = "memory.sqlite"  # the database file of a store directory
 DATABASE_URL_PREFIXES = ("postgresql://", "postgres://")
+log = logging.getLogger(__name__)
 
 
 class Store(SqlStore):
@@ -58,11 +60,20 @@ class Store(SqlStore):
             cur.execute("BEGIN IMMEDIATE")
             try:
                 yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            else:
                 cur.execute("COMMIT")
+            except BaseException as exc:
+                self._roll_back(cur, exc)
+                raise
+
+    def _roll_back(self, cur: sqlite3.Cursor, exc: BaseException) -> None:
+        """Roll back after `exc`, which stays the error raised: SQLite has already rolled back
+        after some errors (SQLITE_FULL: a full disk), and a failing ROLLBACK must not hide it."""
+        if not self._conn.in_transaction:
+            return
+        try:
+            cur.execute("ROLLBACK")
+        except sqlite3.Error as again:
+            log.warning("rollback after %s failed: %s", type(exc).__name__, again)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -282,8 +282,8 @@ def test_cli_reindex_and_identity_error(tmp_path):
 
 
 def test_a_full_disk_during_ingest_is_a_one_line_error(tmp_path, monkeypatch, capsys):
-    """`etamem ingest` on a full disk: one line naming the cause, status 1, no traceback; the
-    turns acknowledged before stay."""
+    """`etamem ingest` on a full disk: one line naming the cause, status 2, no traceback; the
+    turns acknowledged before stay (SQLite's own SQLITE_FULL: `test_disk_full.py`)."""
     import json as _json
 
     from etamem.cli import main
@@ -305,10 +305,10 @@ def test_a_full_disk_during_ingest_is_a_one_line_error(tmp_path, monkeypatch, ca
     monkeypatch.setattr(SqlStore, "insert_turns", full)
     rc = main(["ingest", str(path), "--store", str(tmp_path / "s"), "--format", "jsonl", "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 1 and "Traceback" not in err
+    assert rc == 2 and "Traceback" not in err
     assert [line for line in err.splitlines() if line.startswith("etamem:")] == [
-        "etamem: error: the store failed: database or disk is full (what was acknowledged before is stored; run "
-        "the command again once the cause is fixed)"]
+        "etamem: error: database or disk is full: this command's last write was not stored (what was acknowledged "
+        "before is); free space and run it again"]
     monkeypatch.setattr(SqlStore, "insert_turns", real)
     store = Store(tmp_path / "s" / "memory.sqlite")
     assert store.count_turns("u") == calls[0] > 0  # the first write's turns stayed
