@@ -191,6 +191,11 @@ class VaderAffectTagger:
         self.dim = int(text_encoder.dim) + PROFILE_DIM
         self.name = f"vader+{text_encoder.name}"
 
+    @property
+    def analyzer(self) -> Any:
+        """The VADER analyzer (`LinearVader`; its `words_scanned` counts the words scored)."""
+        return self._analyzer
+
     def polarity(self, compound: float) -> str:
         if compound >= self.threshold:
             return "positive"

@@ -117,7 +117,7 @@ class LinearVader(SentimentIntensityAnalyzer):
         return sentiments
 
 
-def _pieces(text: str, size: int) -> list[str]:
+def text_pieces(text: str, size: int) -> list[str]:
     """`text` in pieces of at most `size` characters, cut at a space in the second half of a piece."""
     if len(text) <= size:
         return [text]
@@ -159,10 +159,10 @@ def bounded_scores(analyzer: LinearVader, text: str, piece_words: int = PIECE_WO
     """VADER's neg / neu / pos / compound of `text`, scanning at most `piece_words` words per
     `CHUNK_CHARS` characters (see module doc); equal to `polarity_scores` on a text of at most
     `CHUNK_CHARS` characters and `piece_words` words."""
-    pieces = _pieces(text, CHUNK_CHARS)
+    pieces = text_pieces(text, CHUNK_CHARS)
     if len(pieces) == 1:
         return _piece_scores(analyzer, text, piece_words)
     return _mean([(len(p), _piece_scores(analyzer, p, piece_words)) for p in pieces])
 
 
-__all__: Sequence[str] = ("CHUNK_CHARS", "LinearVader", "PIECE_WORDS", "SAMPLE_WINDOWS", "bounded_scores")
+__all__: Sequence[str] = ("CHUNK_CHARS", "LinearVader", "PIECE_WORDS", "SAMPLE_WINDOWS", "bounded_scores", "text_pieces")
