@@ -1,6 +1,6 @@
 """VADER at linear cost (etamem/models/vader_linear.py, issue 46 N1): the same scores as stock
-vaderSentiment on ordinary text, work linear in the words, and at most `piece_words` words
-scanned per 2,000 characters whatever the characters (emoji expand to ~6 words each).
+vaderSentiment on ordinary text and work linear in the words (the bound on words scanned per
+character, whatever the characters, is tested in tests/reliability/test_character_classes.py).
 
 Cost is counted, not timed, where it can be: every visit of VADER's word list (its iteration,
 each item or slice read) goes through a counting list put in `SentiText`; only the "but" rule,
@@ -149,45 +149,3 @@ def test_but_rule_takes_linear_time():
 
     small, large = seconds("but " + "good " * 2_000), seconds("but " + "good " * 20_000)
     assert large <= 25 * small + 0.05, f"{small:.3f} s for 2,000 words after 'but', {large:.3f} s for 20,000"
-
-
-CLASSES = {  # (characters drawn from, separator drawn with probability 1/4)
-    "ordinary": None,
-    "emoji": ("\U0001F638\U0001F600\U0001F622\U0001F495\u2764\U0001F44D\U0001F389\U0001F602", ""),
-    "emoji_words": ("\U0001F638\U0001F600\U0001F622 good bad", " "),
-    "cjk": ("\u4f60\u597d\u4e16\u754c\u6211\u5f88\u9ad8\u5174\u3042\u308a\u304c\u3068\u3046\ud55c\uad6d", ""),
-    "combining": ("a\u0301e\u0300o\u0308\u0327\u0336\u20dd", " "),
-    "rtl": ("\u05e9\u05dc\u05d5\u05dd\u0645\u0631\u062d\u0628\u0627\u202e\u200f", " "),
-    "symbols": ("\u2211\u221e\u2603\u2605\u00a9\u00ae\u2122\u20ac$%&*#@^~|\\", ""),
-    "whitespace": (" \t\n\u00a0\u2003\u3000", ""),
-}
-
-
-def class_text(kind: str, n: int, seed: int = 0) -> str:
-    """`n` random characters of one class (seeded); "ordinary": the demo conversation's sentences."""
-    if CLASSES[kind] is None:
-        text = " ".join(t["text"] for t in json.loads(DEMO.read_text(encoding="utf-8"))["turns"])
-        return (text * (n // len(text) + 1))[:n]
-    chars, sep = CLASSES[kind]
-    rng = random.Random(f"{kind}-{seed}")
-    out = [rng.choice(chars) if not sep or rng.random() > 0.25 else sep for _ in range(n)]
-    return "".join(out)
-
-
-@pytest.mark.parametrize("n", [2_000, 20_000])
-@pytest.mark.parametrize("kind", [k for k in CLASSES if k != "ordinary"])
-def test_tagger_scans_a_bounded_number_of_words_per_character(kind, n):
-    """Per character, the words VADER scans stay within 3x ordinary text's, whatever the characters
-    (emoji expand to ~6 words each: without the bound, ~30x)."""
-    tagger = VaderAffectTagger(HashingEncoder())
-
-    def scanned(text: str) -> int:
-        before = tagger.analyzer.words_scanned
-        tagger.tag([text])
-        return tagger.analyzer.words_scanned - before
-
-    ordinary = scanned(class_text("ordinary", n))
-    text = class_text(kind, n)
-    got = scanned(text)
-    assert got <= tagger.piece_words * len(text_pieces(text, CHUNK_CHARS))
-    assert got <= 3 * ordinary, f"{kind}: {got:,} words scanned for {n:,} characters, ordinary text {ordinary:,}"
