@@ -12,6 +12,8 @@ DEMO = Path(__file__).resolve().parents[2] / "etamem" / "data" / "demo_conversat
 CLASSES: dict[str, tuple[str, str]] = {  # kind: (characters drawn from, separator drawn 1 time in 4; "" none)
     # emoji VADER expands to their descriptions ("grinning cat face with smiling eyes")
     "emoji": ("\U0001F638\U0001F600\U0001F622\U0001F495\u2764\U0001F44D\U0001F389\U0001F602\U0001F621\U0001F60D", ""),
+    # the red team's: "grinning cat face with smiling eyes", six words per character
+    "emoji_cat": ("\U0001F638", ""),
     "emoji_words": ("\U0001F638\U0001F600\U0001F622\U0001F60D good bad love ", " "),
     "cjk": ("\u4f60\u597d\u4e16\u754c\u6211\u5f88\u9ad8\u5174\u3042\u308a\u304c\u3068\u3046\ud55c\uad6d\uc5b4", ""),
     "combining": ("a\u0301e\u0300o\u0308c\u0327\u0336\u20dd\u0489", " "),
