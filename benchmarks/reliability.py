@@ -24,6 +24,9 @@
 - text: adversarial inputs of 10k-100k characters (whitespace and punctuation runs, repeated
   interjections, dates, ...) against ordinary text of the same length, through the write and
   query paths (`benchmarks/adversarial_text.py`): the worst ratio;
+- characters: texts of one character class (emoji, CJK, combining marks, right-to-left, symbols,
+  whitespace runs, mixed) of 2,000 and 20,000 characters through `Memory.add` and `Memory.search`
+  as users open it, against ordinary text (`benchmarks/character_classes.py`): the worst ratios;
 - timing: 20 rounds of 30 guesses, a secret in one tenant's space, another tenant timing
   searches of her own space: rounds where the secret was the fastest guess;
 - slow clients: 40 connections to the real server that send a head and stall, trickle a body,
@@ -56,7 +59,7 @@ SOURCE = f"locomo:{LOCOMO_DEV}" if LOCOMO_DEV.exists() else "demo"
 
 
 PARTS = ("crash", "processes", "isolation", "forgetting", "fuzz", "identity", "summaries", "responsiveness", "text",
-         "timing", "slow_clients", "corruption")
+         "timing", "slow_clients", "corruption", "characters")
 
 
 def crash(seeds: int, work: Path) -> dict:
@@ -174,6 +177,14 @@ def text(work: Path) -> dict:
     return {k: r[k] for k in ("cases", "worst_ratio", "worst_case")}
 
 
+def characters(work: Path) -> dict:
+    from character_classes import run
+
+    r = run(work / "characters")
+    return {k: r[k] for k in ("cases", "affect_tagger", "worst_add_ratio", "worst_add_case", "worst_search_ratio",
+                              "worst_search_case", "within_target")}
+
+
 def timing(work: Path) -> dict:
     from test_cache_scope import timing_oracle_run
 
@@ -269,7 +280,7 @@ def main(argv=None) -> int:
     parts = {"crash": lambda w: crash(args.seeds, w), "processes": lambda w: processes(args.writes, w),
              "isolation": isolation, "forgetting": forgetting, "fuzz": lambda w: fuzz(args.fuzz_examples, w),
              "identity": identity, "summaries": summaries, "responsiveness": responsiveness, "text": text,
-             "timing": timing, "slow_clients": slow_clients, "corruption": corruption}
+             "timing": timing, "slow_clients": slow_clients, "corruption": corruption, "characters": characters}
     assert list(parts) == list(PARTS)
     wanted = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in wanted if p not in parts]
@@ -319,6 +330,10 @@ def main(argv=None) -> int:
     print(f"| derived-file corruptions: rebuilt / crashed / silently changed | {kp['rebuilt']} / {kp['crashed']} / "
           f"{kp['changed']} of {kp['cases']} (checksum forged in the store too: {kr['rebuilt']} / {kr['crashed']} / "
           f"{kr['changed']}, {kr['harmless']} harmless, of {kr['cases']}) |")
+    h = result["characters"]
+    print(f"| character classes: emoji, CJK, combining marks, RTL, symbols, whitespace runs, mixed at 2k / 20k "
+          f"characters, add / search against ordinary text ({h['cases']} cases) | worst add {h['worst_add_ratio']:.2f}x "
+          f"({h['worst_add_case']}), worst search {h['worst_search_ratio']:.2f}x ({h['worst_search_case']}) |")
     walls = ", ".join(f"{k} {result[k]['wall_s']} s" for k in parts)
     print(f"(time per part: {walls}; {args.out})")
     return 0

@@ -271,6 +271,9 @@ class Config:
         session_gap_minutes: A turn given without a session id joins the space's open session
             unless this many minutes of silence lie before it.
         keep_system_messages: Store chat messages of role system / developer (else skipped).
+        vader_piece_words: Most words VADER scans per 2,000 characters, after replacing each emoji
+            by its description; a piece that expands to more is scored on a sample of this many
+            (the default changes no score of ordinary text).
     """
 
     # --- preset (etamem/presets.py, docs/presets.md) ------------------------------------
@@ -513,6 +516,11 @@ class Config:
     # minutes of silence lie between it and the turn before; then it starts a new session
     session_gap_minutes: float = 30.0
     keep_system_messages: bool = False  # chat messages of role system / developer are stored (else skipped)
+    # --- affect tagger cost (etamem/models/vader_linear.py) --------------------------------------
+    # most words VADER scans per 2,000 characters of a text, after it replaces each emoji by its
+    # description (~6 words); a piece that expands to more is scored on a sample of this many words.
+    # 2,000 characters of ordinary text hold at most 1,000 words, so the default changes no score there
+    vader_piece_words: int = 1000
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> "Config":
@@ -748,7 +756,7 @@ _AT_LEAST: dict[str, tuple[float, str]] = {  # field: (minimum, note)
         "candidate_pool", "context_max_rows", "fallback_turns", "fallback_agreement_k", "routing_candidates", "routing_exact_max",
         "summary_delta",
         "summary_reps", "calibration_reservoir", "llm_max_tokens", "m_max_init", "answer_evidence_sentences",
-        "max_turn_chars", "fta_link_top", "context_top_k", "llm_concurrency")},
+        "max_turn_chars", "fta_link_top", "context_top_k", "llm_concurrency", "vader_piece_words")},
     **{name: (0, "") for name in (
         "embedding_cache_size", "llm_max_retries", "min_amu_words", "m_min", "calibration_min_obs",
         "calibration_pair_samples", "seed", "rrf_k", "llm_temperature", "llm_backoff_s", "llm_backoff_max_s",

@@ -206,3 +206,25 @@ def test_an_ingest_loses_no_turn_when_the_server_is_killed_and_restarted(tmp_pat
         first.stop()
         if again is not None:
             again.stop()
+
+
+def test_the_servers_tokenizer_counts_and_an_answer_over_a_long_memory_fits(real_llm):
+    """The server's own tokenizer counts the prompt; an answer over 200 memories keeps the best
+    that fit a 4,096-token context (without the fitting the server answers HTTP 400)."""
+    from etamem.models.tokens import TokenCounter
+
+    base_url, model = real_llm
+    counter = TokenCounter(base_url, model)
+    assert 1 <= counter.count("Hello world") <= 4 and counter.exact is True
+    trips = [{"turn_id": f"t{i}", "session_id": f"s{i // 20}", "speaker": "Ana",
+              "timestamp": f"2024-{1 + i // 20:02d}-{1 + i % 20:02d}T10:00:00",
+              "text": f"On trip number {i} I took the train to a small village by the lake and hiked for {i + 3} "
+                      f"kilometres with my cousin Rita before dinner at the inn."} for i in range(200)]
+    cfg = _config(real_llm, extractor="rule", supersession="rules", llm_context_tokens=4096, llm_max_tokens=64,
+                  top_k=200)
+    with Memory(config=cfg) as mem:
+        mem.add(trips, space="ana")
+        ans = mem.answer("How many kilometres did Ana hike on trip number 7?", space="ana")
+        extract = mem.llm.usage()["answer"]
+    assert ans.llm_used and ans.text
+    assert 2000 < extract.prompt_tokens <= 4096 - 64  # the server's own count of what it was sent

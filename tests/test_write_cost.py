@@ -10,6 +10,7 @@ checks are exact and free of timing:
   skips the products with the batch's units that cannot be candidates, with the same links.
 """
 import sqlite3
+import time
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -111,37 +112,76 @@ def test_rule_classifier_stems_a_new_unit_once(monkeypatch):
     assert calls.count("stopped") <= 2, calls.count("stopped")
 
 
-def test_batch_candidates_are_the_same_as_comparing_every_pair():
-    """`find_supersessions` with the batch filter gives the links of the full pairwise pass."""
-    rng = np.random.default_rng(0)
-    speakers, texts = ["Ana", "Ben"], ["lives in Lisbon", "lives in Porto", "moved to Oslo", "loves the cello",
-                                       "stopped playing the cello", "works as a nurse", "now works as a chef"]
-    units = [AMU(f"a{i}", f"{speakers[i % 2]} {texts[rng.integers(len(texts))]}", speakers[i % 2],
-                 T0 + timedelta(minutes=int(rng.integers(0, 30))), "s", (f"t{i}",)) for i in range(40)]
+def _every_pair(units, vecs, near, classifier):
+    """The pass before the batch filters: a product with every earlier unit of the batch."""
+    links = []
+    for i, unit in enumerate(units):
+        if not supersession.is_fact(unit.text):
+            continue
+        pool = {}
+        for other, cos in [*near[i], *[(units[j], float(vecs[i] @ vecs[j])) for j in range(i)]]:
+            if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= 0.25 \
+                    and other.amu_id != unit.amu_id:
+                pool[other.amu_id] = supersession.Candidate(other.amu_id, other.text, other.speaker,
+                                                            other.timestamp, cos)
+        best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:8]
+        for target, conf in classifier.classify(unit.text, unit.speaker, best):
+            links.append((unit.amu_id, target, supersession.SUPERSEDES, float(conf)))
+    return links
+
+
+SPEAKERS = ["Ana", "Ben"]
+TEXTS = ["lives in Lisbon", "lives in Porto", "moved to Oslo", "loves the cello", "stopped playing the cello",
+         "works as a nurse", "now works as a chef"]
+
+
+def _batch(n: int, seed: int = 0, dim: int = 16):
+    rng = np.random.default_rng(seed)
+    units = [AMU(f"a{i}", f"{SPEAKERS[i % 2]} {TEXTS[rng.integers(len(TEXTS))]}", SPEAKERS[i % 2],
+                 T0 + timedelta(minutes=int(rng.integers(0, 30))), "s", (f"t{i}",)) for i in range(n)]
     units.sort(key=lambda a: a.timestamp)
-    vecs = rng.standard_normal((40, 16)).astype(np.float32)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
     vecs[:, 0] += 4.0  # similar enough to be candidates
+    vecs[n // 2:n // 2 + 10] = vecs[n // 2]  # equal vectors: ties in cosine
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return units, vecs
+
+
+def test_batch_candidates_are_the_same_as_comparing_every_pair():
+    """`find_supersessions` with the batch filters gives the links of the full pairwise pass."""
+    units, vecs = _batch(40)
     near = [[] for _ in units]
     got = supersession.find_supersessions(units, vecs, near, supersession.RuleSupersession())
-
-    def every_pair():  # the pass before the filter: a product with every earlier unit of the batch
-        links = []
-        for i, unit in enumerate(units):
-            if not supersession.is_fact(unit.text):
-                continue
-            pool = {}
-            for other, cos in [(units[j], float(vecs[i] @ vecs[j])) for j in range(i)]:
-                if other.speaker == unit.speaker and other.timestamp <= unit.timestamp and cos >= 0.25:
-                    pool[other.amu_id] = supersession.Candidate(other.amu_id, other.text, other.speaker,
-                                                                other.timestamp, cos)
-            best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:8]
-            for target, conf in supersession.RuleSupersession().classify(unit.text, unit.speaker, best):
-                links.append((unit.amu_id, target, supersession.SUPERSEDES, float(conf)))
-        return links
-
-    assert got == every_pair()
+    assert got == _every_pair(units, vecs, near, supersession.RuleSupersession())
     assert got  # some links, so the comparison means something
+
+
+def test_batch_candidates_over_many_units_and_the_index_the_same_as_every_pair():
+    """600 units (blocks of the matrix product, the top cut, ties) and index candidates that are
+    also batch units (the batch's cosine replaces the index's, as in the pairwise pass)."""
+    units, vecs = _batch(600, seed=1)
+    rng = np.random.default_rng(2)
+    near = [[(units[int(j)], 0.99) for j in rng.integers(0, len(units), 3)] for _ in units]
+    got = supersession.find_supersessions(units, vecs, near, supersession.RuleSupersession())
+    assert got == _every_pair(units, vecs, near, supersession.RuleSupersession())
+    assert len(got) > 50
+
+
+def test_batch_candidates_take_linear_python_work():
+    """A batch of 4x the units takes at most ~8x the time (the pairwise pass: ~16x): one
+    matrix product per block of rows, Python work only for the candidates kept."""
+    def seconds(n: int) -> float:
+        units, vecs = _batch(n, seed=3)
+        near = [[] for _ in units]
+        best = float("inf")
+        for _ in range(2):
+            t = time.perf_counter()
+            supersession.find_supersessions(units, vecs, near, supersession.RuleSupersession())
+            best = min(best, time.perf_counter() - t)
+        return best
+
+    small, large = seconds(1_000), seconds(4_000)
+    assert large <= 8 * small + 0.2, f"{small:.2f} s for 1,000 units, {large:.2f} s for 4,000"
 
 
 def test_an_older_store_gets_the_link_index_when_opened(tmp_path):

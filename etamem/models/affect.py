@@ -21,7 +21,8 @@ Two taggers share one interface (`AffectTagger`: `name`, `dim`, `tag(texts) -> A
   affective similarity is topic similarity tempered by a shared polarity profile. Two
   units about the same topic but with opposite feelings are pushed apart (their profiles
   are nearly orthogonal), while same-topic same-feeling units stay close. w is
-  `Config.vader_profile_weight`.
+  `Config.vader_profile_weight`. VADER runs as `etamem.models.vader_linear.LinearVader` (stock
+  scores, linear cost), at most `Config.vader_piece_words` words per 2,000 characters.
 
 `make_affect_tagger(config, text_encoder)` picks the tagger from `Config.affect_backend`
 ("auto" = RoBERTa when its weights are available locally, else VADER) and logs exactly one
@@ -170,20 +171,30 @@ class VaderAffectTagger:
     """VADER polarity + text embedding tempered by the VADER affect profile (see module doc).
 
     `text_encoder` has `.encode(list[str]) -> (n, d) float32`, `.dim` and `.name`.
-    dim = text_encoder.dim + 5.
+    dim = text_encoder.dim + 5. `piece_words`: most words VADER scans per 2,000 characters (after
+    its emoji expansion; `Config.vader_piece_words`).
     """
 
-    def __init__(self, text_encoder: Any, *, threshold: float = 0.05, profile_weight: float = 0.5) -> None:
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+    def __init__(self, text_encoder: Any, *, threshold: float = 0.05, profile_weight: float = 0.5,
+                 piece_words: int = 1000) -> None:
+        from etamem.models.vader_linear import LinearVader
 
         if not 0.0 <= profile_weight <= 1.0:
             raise ValueError(f"profile_weight={profile_weight}: expected 0..1")
-        self._analyzer = SentimentIntensityAnalyzer()
+        if piece_words < 1:
+            raise ValueError(f"piece_words={piece_words}: expected at least 1")
+        self._analyzer = LinearVader()
+        self.piece_words = int(piece_words)
         self.text_encoder = text_encoder
         self.threshold = float(threshold)
         self.profile_weight = float(profile_weight)
         self.dim = int(text_encoder.dim) + PROFILE_DIM
         self.name = f"vader+{text_encoder.name}"
+
+    @property
+    def analyzer(self) -> Any:
+        """The VADER analyzer (`LinearVader`; its `words_scanned` counts the words scored)."""
+        return self._analyzer
 
     def polarity(self, compound: float) -> str:
         if compound >= self.threshold:
@@ -192,23 +203,12 @@ class VaderAffectTagger:
             return "negative"
         return "neutral"
 
-    CHUNK = 2000  # characters: VADER's time grows with the square of a text's length
-
     def _scores(self, text: str) -> dict[str, float]:
-        """VADER's neg/neu/pos/compound; a text longer than `CHUNK` is scored in pieces of at most
-        `CHUNK` characters (cut at whitespace), averaged by length, so the work stays linear."""
-        if len(text) <= self.CHUNK:
-            return self._analyzer.polarity_scores(text)
-        pieces, start = [], 0
-        while start < len(text):
-            end = min(len(text), start + self.CHUNK)
-            cut = text.rfind(" ", start + self.CHUNK // 2, end) if end < len(text) else -1
-            end = cut if cut > 0 else end
-            pieces.append(text[start:end])
-            start = end
-        parts = [(len(p), self._analyzer.polarity_scores(p)) for p in pieces]
-        total = sum(n for n, _ in parts)
-        return {k: sum(n * sc[k] for n, sc in parts) / total for k in ("neg", "neu", "pos", "compound")}
+        """VADER's neg/neu/pos/compound at a cost bounded by `piece_words` words per 2,000
+        characters, whatever the characters (etamem/models/vader_linear.py)."""
+        from etamem.models.vader_linear import bounded_scores
+
+        return bounded_scores(self._analyzer, text, self.piece_words)
 
     def tag(self, texts: list[str]) -> AffectBatch:
         """Tag texts; embeddings are (n, text_encoder.dim + 5) float32 unit rows."""
@@ -252,7 +252,7 @@ def make_affect_tagger(config: Any, text_encoder: Any, recorded: str | None = No
 
     def vader() -> VaderAffectTagger:
         return VaderAffectTagger(text_encoder, threshold=config.vader_threshold,
-                                 profile_weight=config.vader_profile_weight)
+                                 profile_weight=config.vader_profile_weight, piece_words=config.vader_piece_words)
 
     def roberta() -> RobertaAffectTagger:
         return RobertaAffectTagger(model, device=config.device, batch_size=config.affect_batch_size,
