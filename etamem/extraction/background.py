@@ -165,6 +165,9 @@ class LLMQueue:
             try:
                 more = self._work(space)
             except Exception as exc:  # noqa: BLE001 - the turns stay queued; the next wake tries again
+                if self._stopped:  # closed under a request in flight (the client closed too): not an error
+                    log.debug("LLM queue: closed while working on space %s (%s)", space, exc)
+                    continue
                 self._note_error(f"{type(exc).__name__}: {exc}")
                 log.warning("LLM queue: space %s: %s: %s", space, type(exc).__name__, exc)
             finally:
