@@ -222,8 +222,8 @@ def test_the_servers_tokenizer_counts_and_an_answer_over_a_long_memory_fits(real
               "timestamp": f"2024-{1 + i // 20:02d}-{1 + i % 20:02d}T10:00:00",
               "text": f"On trip number {i} I took the train to a small village by the lake and hiked for {i + 3} "
                       f"kilometres with my cousin Rita before dinner at the inn."} for i in range(200)]
-    cfg = _config(real_llm, extractor="rule", supersession="rules", llm_context_tokens=4096, llm_max_tokens=64,
-                  top_k=200)
+    cfg = _config(real_llm, extractor="rule", supersession="rules", llm_summaries=False, llm_context_tokens=4096,
+                  llm_max_tokens=64, top_k=200)
     with Memory(config=cfg) as mem:
         mem.add(trips, space="ana")
         ans = mem.answer("How many kilometres did Ana hike on trip number 7?", space="ana")
