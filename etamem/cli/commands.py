@@ -239,7 +239,7 @@ def cmd_search(args) -> int:
         args.space = resolve_space(mem, args.space)  # may be left out when the store holds one space
         hits = mem.search(args.query, space=args.space, top_k=args.top_k, now=args.now)
         if args.json:
-            print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score,
+            print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score, "similarity": h.similarity,
                                "timestamp": h.amu.timestamp.isoformat(), "views": list(h.views),
                                "source_turn_ids": list(h.source_turn_ids)} for h in hits], indent=1))
         else:

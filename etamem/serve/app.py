@@ -63,7 +63,8 @@ def turn_json(t: Turn) -> dict[str, Any]:
 def hit_json(h: Hit) -> dict[str, Any]:
     return {"unit": unit_json(h.amu), "score": h.score, "views": list(h.views),
             "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns],
-            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by), "metadata": dict(h.metadata)}
+            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by), "metadata": dict(h.metadata),
+            "similarity": h.similarity}
 
 
 def version_json(unit: Any) -> dict[str, Any]:
