@@ -701,9 +701,9 @@ class Memory(Engine):
         """Load the models now, so the first request does not pay for them.
 
         The text encoder, affect tagger, extractor and LLM client, the BM25 tokeniser (bm25s:
-        0.5 s of imports) and what the units' writes load on first use (`Units.warm`: the
-        attribute slots' prototype vectors, which the first write that compares a new fact with
-        a stored one paid, 3.3 s); then every object alive now is moved out of the cyclic garbage
+        0.5 s of imports), what the units' writes load on first use (`Units.warm`: the attribute
+        slots' prototype vectors, which the first write that compares a new fact with a stored
+        one paid, 3.3 s), FAISS and the BLAS thread limiter (the first add's imports); then every object alive now is moved out of the cyclic garbage
         collector's reach (`gc.freeze()`, once per process): the models' hundreds of thousands of
         long-lived objects made each full collection hold the interpreter for about 0.2 s, which an
         event loop serving other requests saw as a stall (`benchmarks/async_load.py`).
@@ -714,12 +714,16 @@ class Memory(Engine):
         import gc
 
         from etamem.retrieval.lexical import splitter
+        from etamem.retrieval.vector_index import import_faiss
 
         self.encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
         splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
         self.method.units.warm(self)
+        import_faiss()  # the vector indexes' library (0.1 s of imports; missing: ImportError now, not at an add)
+        with blas_threads(self.config.blas_threads):  # threadpoolctl's controller (it scans the loaded libraries)
+            pass
         gc.collect()
         gc.freeze()
         return self

@@ -71,3 +71,17 @@ def test_warm_is_harmless_without_the_slots(minilm):
         with Memory(None, cfg, text_encoder=CachedEncoder(encoder)) as mem:
             assert mem.warm() is mem
         assert not PROTOTYPES & set(encoder.seen), cfg
+
+
+def test_after_warm_the_first_adds_import_no_library():
+    """FAISS and threadpoolctl were imported by the first add (0.1 s); warm() imports them now."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from etamem import Memory; m = Memory(); m.warm(); before = set(sys.modules)\n"
+            "for i, t in enumerate(['I live in Chicago.', 'I work at Acme as an engineer.']):\n"
+            "    m.add([{'role': 'user', 'content': t, 'timestamp': f'2024-03-0{i + 1}T09:00'}], space='u')\n"
+            "print(sorted({n.split('.')[0] for n in set(sys.modules) - before if not n.startswith('etamem')}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])
