@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--top-k", type=int, default=None, help="units per answer (default 10, or the config's top_k)")
     d.add_argument("--llm", choices=["none", "local"], default="none",
                    help="local: extraction and answers by a local model (etamem llm serve's server, started "
-                        "for the demo; pip install 'etamem[local-llm]'); none: offline (or the LLM the config names)")
+                        "for the demo; pip install -e '.[local-llm]'); none: offline (or the LLM the config names)")
     d.add_argument("--llm-model", default=None, help="with --llm local: a .gguf file or a known model name")
     common(d)
     d.set_defaults(func=cmd_demo)

@@ -1,4 +1,4 @@
-"""HTTP API over one `Memory` (FastAPI; `etamem serve`, imported lazily: `pip install 'etamem[serve]'`).
+"""HTTP API over one `Memory` (FastAPI; `etamem serve`, imported lazily: `pip install -e ".[serve]"`).
 
 Every memory route needs an API key (`Authorization: Bearer etm_...` or `X-API-Key`), loopback
 included; `/health` and `/ready` do not. A route runs its engine call in a worker thread inside
@@ -33,6 +33,7 @@ from typing import Annotated, Any, Callable, Union
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from etamem import tenancy
+from etamem.install_hints import install_hint
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 from etamem.serve.metrics import Metrics, span
 from etamem.store.pg_pool import ConnectionLost
@@ -45,7 +46,7 @@ def _fastapi():
     try:
         import fastapi
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the HTTP server needs FastAPI and uvicorn: pip install 'etamem[serve]'") from exc
+        raise ImportError(f"the HTTP server needs FastAPI and uvicorn: {install_hint('serve')}") from exc
     return fastapi
 
 
@@ -570,7 +571,7 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8420, config=None
     try:
         import uvicorn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the HTTP server needs FastAPI and uvicorn: pip install 'etamem[serve]'") from exc
+        raise ImportError(f"the HTTP server needs FastAPI and uvicorn: {install_hint('serve')}") from exc
     from etamem.memory import Memory
     from etamem.serve.guard import checked_admin_key, run_server, server_config
 
