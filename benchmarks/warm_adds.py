@@ -1,5 +1,5 @@
 """The first adds of a process after `Memory.warm()`: does the first or second write still load
-something on first use? (issue 49, item 5; docs/reliability.md, 'A complete warm-up').
+something on first use? (docs/reliability.md, 'A complete warm-up').
 
     python -m benchmarks.warm_adds [--adds 8] [--no-warm] [--repeats 3] [--out FILE.json]
 
