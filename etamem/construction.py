@@ -93,6 +93,13 @@ class AMUUnits:
                 self._supersession_resolved = True
             return self._supersession
 
+    def warm(self, engine: Engine) -> None:
+        """See `Units.warm`: the `supersedes` classifier made, its models loaded (the attribute
+        slots' prototype vectors, `etamem.facts.slots`)."""
+        warm = getattr(self.supersession(engine), "warm", None)
+        if warm is not None:
+            warm()
+
     def build(self, engine: Engine, live: LiveSpace, turns: list[Turn], complete: bool):
         """See `Units.build`. With the LLM's work queued behind the write (`Engine.llm_queue`),
         the units come from the LLM extractor's rule fallback and the links from the rules."""

@@ -41,6 +41,7 @@ from etamem.records import (
     UnknownIdError,
     UnknownSpaceError,
 )
+from etamem.retrieval.rank_scores import rank_scores, with_similarity
 from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
 from etamem.threads import blas_threads
 from etamem.views import SpaceViews
@@ -523,7 +524,7 @@ class Memory(Engine):
         live = self._live.get(name)
         if live is not None:
             live.from_files = False  # its first search went well: later errors are not the files'
-        hits = result.hits
+        hits = with_similarity(result.hits)  # the method's scores, before any re-ordering
         if self.config.current_first and hits:  # facts that changed: the current version first
             from etamem.facts.current_first import current_first
 
@@ -538,6 +539,7 @@ class Memory(Engine):
                                  lambda ids: {a.amu_id: a for a in self.store.amus(name, amu_ids=ids)},
                                  windowed=result.window is not None,
                                  turn_units=lambda ids: self._turn_units(name, ids))
+        hits = rank_scores(hits)  # Hit.score follows the ranking (docs/concepts.md, 'Scores')
         return replace(result, hits=with_sources(hits, lambda ids: self.turns_by_id(space, ids)))
 
     def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
@@ -701,8 +703,10 @@ class Memory(Engine):
     def warm(self) -> "Memory":
         """Load the models now, so the first request does not pay for them.
 
-        The text encoder, affect tagger, extractor and LLM client, and the BM25 tokeniser (bm25s:
-        0.5 s of imports); then every object alive now is moved out of the cyclic garbage
+        The text encoder, affect tagger, extractor and LLM client, the BM25 tokeniser (bm25s:
+        0.5 s of imports), what the units' writes load on first use (`Units.warm`: the attribute
+        slots' prototype vectors, which the first write that compares a new fact with a stored
+        one paid, 3.3 s), FAISS and the BLAS thread limiter (the first add's imports); then every object alive now is moved out of the cyclic garbage
         collector's reach (`gc.freeze()`, once per process): the models' hundreds of thousands of
         long-lived objects made each full collection hold the interpreter for about 0.2 s, which an
         event loop serving other requests saw as a stall (`benchmarks/async_load.py`).
@@ -713,11 +717,16 @@ class Memory(Engine):
         import gc
 
         from etamem.retrieval.lexical import splitter
+        from etamem.retrieval.vector_index import import_faiss
 
         self.encode_queries(["warm up"])
         self.affect_tagger.tag(["warm up"])
         splitter(self.config.bm25_stemmer)("warm up")
         _ = self.extractor
+        self.method.units.warm(self)
+        import_faiss()  # the vector indexes' library (0.1 s of imports; missing: ImportError now, not at an add)
+        with blas_threads(self.config.blas_threads):  # threadpoolctl's controller (it scans the loaded libraries)
+            pass
         gc.collect()
         gc.freeze()
         return self

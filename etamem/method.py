@@ -49,6 +49,9 @@ class Units(Protocol):
         """The versions of the stored unit `unit_id`, oldest first, when this kind of units keeps
         its own (FTA units: their relation links); None: the `supersedes` chain between units."""
 
+    def warm(self, engine: Engine) -> None:
+        """Load now what the first writes would load on first use (`Memory.warm`)."""
+
 
 class Method(Protocol):
     """Search, answers and context over a space's units (see the module docstring)."""

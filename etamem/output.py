@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from etamem.install_hints import install_hint
+
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write `data` (str as UTF-8) to `path` through a temp file and `os.replace`, so readers
@@ -30,7 +32,7 @@ def pyplot(extra: str):
     try:
         import matplotlib
     except ImportError as exc:
-        raise ImportError(f"PNG plots need matplotlib: pip install 'etamem[{extra}]'") from exc
+        raise ImportError(f"PNG plots need matplotlib: {install_hint(extra)}") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

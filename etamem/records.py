@@ -86,7 +86,9 @@ class Hit:
 
     Attributes:
         amu: The unit found.
-        score: Its retrieval score (higher is better).
+        score: Its ranking score (higher is better): never higher than the score of a hit ranked
+            above it, so a `score > x` filter keeps a prefix of the ranking (see docs/concepts.md,
+            'Scores', and `etamem.retrieval.rank_scores`).
         views: The views that found it ("event", "affect", "time"); `("raw",)` for a raw turn of
             the fallback; `("current",)` when brought in as the current version of a hit.
         source_turn_ids: Ids of the unit's source turns.
@@ -97,6 +99,9 @@ class Hit:
         superseded_by: Ids of the units that replace this one.
         metadata: The source turns' metadata merged in order (a later turn's value wins; filled
             with `source_turns`, see `etamem.filters`).
+        similarity: The score the search method gave the hit (how well it matches the query),
+            before any re-ordering; None for a unit no method scored (a current version brought
+            in with views `("current",)`). Equal to `score` where the ranking follows it.
     """
 
     amu: AMU
@@ -107,6 +112,7 @@ class Hit:
     supersedes: tuple[str, ...] = ()
     superseded_by: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    similarity: float | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ import threading
 from contextlib import contextmanager, nullcontext
 from typing import ContextManager, Iterator
 
+from etamem.install_hints import install_hint
+
 _controller = None
 _lock = threading.Lock()
 
@@ -28,7 +30,7 @@ def _get_controller():
             try:
                 from threadpoolctl import ThreadpoolController
             except ImportError as exc:  # pragma: no cover - a base dependency
-                raise ImportError("threadpoolctl is required: pip install etamem") from exc
+                raise ImportError(f"threadpoolctl is required: {install_hint()}") from exc
             _controller = ThreadpoolController()
         return _controller
 

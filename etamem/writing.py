@@ -14,6 +14,7 @@ from etamem.construction import UNITS_KEY, check_units_kind
 from etamem.ingest.inputs import SessionClock, TurnBatch, check_same_content, given_ids, read_turns, turn_items
 from etamem.live.space import LiveSpace
 from etamem.records import AMU, Turn
+from etamem.retrieval.vector_index import import_faiss
 from etamem.threads import blas_threads
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def add(mem: Engine, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[
     now = datetime.now(timezone.utc)  # the time of turns given without one: the same in both reads
     read(mem, items, space, now=now)  # bad input fails here, before any lock or store access
     _ = mem.text_encoder, mem.affect_tagger  # and models that do not match the store's (model identity)
+    import_faiss()  # and a missing FAISS (the vector indexes'): a failed first add stores nothing
     check_units_kind(mem.store, space, mem.method.units.kind)  # and a space holding the other kind of units
     with mem.writing_to(space) as live:
         with mem.timed("store"):

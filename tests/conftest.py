@@ -110,7 +110,7 @@ def pytest_collection_modifyitems(config, items):
              "real_llm": config.getoption("--real-llm") or os.environ.get("ETAMEM_REAL_LLM") == "1"}
     reasons = {"slow": "slow: run with --run-slow or ETAMEM_SLOW=1",
                "real_llm": "a real local model: run with --real-llm or ETAMEM_REAL_LLM=1 (pip install "
-                           "'etamem[local-llm]'; etamem llm fetch)"}
+                           "-e '.[local-llm]'; etamem llm fetch)"}
     for item in items:
         for mark, on in opted.items():
             if not on and mark in item.keywords:

@@ -174,7 +174,7 @@ def test_parser_sees_a_missing_parameter():
 def test_griffe_parses_the_sections_without_warnings(caplog):
     """What mkdocstrings sees: griffe's Google parser finds the same parameters and warns about
     nothing (an unknown parameter, a missing type: `mkdocs build --strict` would fail on it)."""
-    griffe = pytest.importorskip("griffe", reason="the docs extra: pip install 'etamem[docs]'")
+    griffe = pytest.importorskip("griffe", reason="the docs extra: pip install -e '.[docs]'")
     caplog.set_level(logging.WARNING)
     for module, cls, names in (("etamem.memory", Memory, [n for n in MEMORY_METHODS if n in vars(Memory)]),
                                ("etamem.engine", Engine, [n for n in MEMORY_METHODS if n in vars(Engine)]),

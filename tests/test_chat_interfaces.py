@@ -54,7 +54,7 @@ def the_message(hits: list[dict], text: str = CAT) -> dict:
 @pytest.fixture
 def http(tmp_path):
     """(client, memory, key for space 'ana', admin key)."""
-    pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+    pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
     from fastapi.testclient import TestClient
 
     from etamem.serve.app import create_app
@@ -130,7 +130,7 @@ def test_http_context_route_tenancy_and_an_empty_space(http):
 
 
 def test_http_startup_loads_the_models(tmp_path):
-    pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+    pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
     from fastapi.testclient import TestClient
 
     from etamem.serve.app import create_app
@@ -150,7 +150,7 @@ def test_http_startup_loads_the_models(tmp_path):
 
 def test_uvicorn_accepts_connections_only_once_the_models_are_loaded(tmp_path):
     """The lifespan startup (where `warm` runs) ends before uvicorn binds its port."""
-    pytest.importorskip("uvicorn", reason="the server extra: pip install 'etamem[serve]'")
+    pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[serve]'")
     import socket
     import threading
     import time
@@ -199,7 +199,7 @@ def test_openapi_describes_both_item_shapes(http):
 
 # --- MCP -----------------------------------------------------------------------------------------
 def test_mcp_messages_without_ids_or_times_round_trip(tmp_path):
-    pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
+    pytest.importorskip("mcp", reason="the MCP extra: pip install -e '.[mcp]'")
     from mcp import Client
 
     from etamem.serve.mcp_server import build_server

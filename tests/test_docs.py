@@ -116,8 +116,8 @@ def test_readme_is_a_front_door():
 
 def test_docs_build_strict(tmp_path):
     """`mkdocs build --strict` (broken links and anchors fail) when the docs extra is installed."""
-    pytest.importorskip("mkdocs", reason="the docs extra: pip install 'etamem[docs]'")
-    pytest.importorskip("mkdocstrings", reason="the docs extra: pip install 'etamem[docs]'")
+    pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+    pytest.importorskip("mkdocstrings", reason="the docs extra: pip install -e '.[docs]'")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
     out = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT,
                          capture_output=True, text=True, timeout=300,

@@ -2,6 +2,7 @@
 vectors are close to the fp32 encoder's, unit float32 rows of the same dim; it has its own model
 identity, so a store built with one encoder refuses the other until `Memory.reindex`; the
 export is cached and a damaged cached file is rebuilt; a missing onnxruntime names the extra."""
+import re
 import shutil
 import sys
 from datetime import datetime, timedelta, timezone
@@ -103,5 +104,5 @@ def test_the_export_is_cached_and_a_damaged_copy_rebuilt(int8, cache, tmp_path, 
 
 def test_a_missing_onnxruntime_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ImportError, match=r"pip install 'etamem\[onnx\]'"):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[onnx]"')):
         oe.OnnxInt8Encoder(MODEL)

@@ -144,7 +144,8 @@ def test_place_neighbours_puts_each_right_after_its_hit_or_appends():
     chosen = {"a": "x", "c": "z", "b": "gone"}  # "gone" is not a live unit
     after = place_neighbours(hits, chosen, amus, None)
     assert [h.amu.amu_id for h in after] == ["a", "x", "b", "c", "z"]
-    assert [h.views for h in after][1] == ("fta-link",) and after[1].score == 0.0
+    assert [h.views for h in after][1] == ("fta-link",) and after[1].similarity == 0.0
+    assert [h.score for h in after] == [0.9, 0.9, 0.8, 0.7, 0.7]  # a neighbour ranks, and scores, as its hit
     assert [h.amu.amu_id for h in place_neighbours(hits, chosen, amus, None, "appended")] == ["a", "b", "c", "x", "z"]
     assert [h.amu.amu_id for h in place_neighbours(hits, chosen, amus, {"a", "b", "c", "x"})] == ["a", "x", "b", "c"]
 

@@ -276,7 +276,7 @@ def test_bad_namespaces_ttl_and_values_are_refused(mem):
 def test_a_missing_langgraph_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
     monkeypatch.delitem(sys.modules, "etamem.integrations.langgraph", raising=False)
-    with pytest.raises(ImportError, match=re.escape('pip install "etamem[langgraph]"')):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[langgraph]"')):
         importlib.import_module("etamem.integrations.langgraph")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_index.core", reason='LlamaIndex: pip install "etamem[llamaindex]"')
+pytest.importorskip("llama_index.core", reason='LlamaIndex: pip install -e ".[llamaindex]"')
 
 from llama_index.core.llms import ChatMessage  # noqa: E402
 from llama_index.core.memory import InsertMethod, StaticMemoryBlock  # noqa: E402
@@ -247,7 +247,7 @@ def test_missing_llamaindex_names_the_extra(monkeypatch):
     for name in [m for m in sys.modules if m == "llama_index" or m.startswith("llama_index.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if LlamaIndex were not installed
     monkeypatch.delitem(sys.modules, "etamem.integrations.llamaindex")
-    with pytest.raises(ImportError, match=re.escape('pip install "etamem[llamaindex]"')):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[llamaindex]"')):
         importlib.import_module("etamem.integrations.llamaindex")
 
 

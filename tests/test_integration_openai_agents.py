@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("agents", reason='the OpenAI Agents SDK: pip install "etamem[openai-agents]"')
+pytest.importorskip("agents", reason='the OpenAI Agents SDK: pip install -e ".[openai-agents]"')
 
 from agents import (  # noqa: E402
     Agent,
@@ -213,7 +213,7 @@ def test_missing_sdk_names_the_extra(monkeypatch):
     for name in [m for m in sys.modules if m == "agents" or m.startswith("agents.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if the SDK were not installed
     monkeypatch.delitem(sys.modules, "etamem.integrations.openai_agents")
-    with pytest.raises(ImportError, match=re.escape('pip install "etamem[openai-agents]"')):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[openai-agents]"')):
         importlib.import_module("etamem.integrations.openai_agents")
 
 

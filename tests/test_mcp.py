@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
+pytest.importorskip("mcp", reason="the MCP extra: pip install -e '.[mcp]'")
 from mcp import Client  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402

@@ -129,7 +129,7 @@ def test_a_bad_snippet_is_caught():
 
 
 def test_the_claude_desktop_snippet_serves_the_tools_over_stdio(tmp_path):
-    pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
+    pytest.importorskip("mcp", reason="the MCP extra: pip install -e '.[mcp]'")
     from mcp import Client, StdioServerParameters
 
     entry = servers()[0]  # Claude Desktop's

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOP_MODULES = {
     "__init__", "__main__", "memory", "async_memory", "engine", "config", "presets", "method", "records",
     "filters", "tenancy", "writing", "construction", "forget", "context", "answering", "threads", "output",
+    "install_hints",  # the install command an ImportError names (every part raises them)
 }
 TOP_PACKAGES = {
     "cli", "serve", "inspection", "bench", "integrations",  # faces

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import HashingEncoder  # noqa: E402

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis", reason="the test extra: pip install 'etamem[serve,test]'")
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+schemathesis = pytest.importorskip("schemathesis", reason="the test extra: pip install -e '.[serve,test]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 from hypothesis.errors import Unsatisfiable  # noqa: E402

@@ -16,8 +16,8 @@ import urllib.request
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
-pytest.importorskip("uvicorn", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
+pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[serve]'")
 
 ADMIN = "process-test-admin-key-0123456789abcdef"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
-pytest.importorskip("uvicorn", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
+pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[serve]'")
 ROOT = Path(__file__).resolve().parents[1]
 SERVING = ROOT / "docs" / "serving-and-security.md"
 README = ROOT / "README.md"

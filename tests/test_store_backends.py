@@ -12,6 +12,7 @@ tests/pg_server.py; skipped, saying why, only when no PostgreSQL can be had).
   writer processes (plus two readers) on one space lose and double nothing (the per-space
   writer lock: a file lock, or a PostgreSQL advisory lock).
 """
+import re
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -273,7 +274,7 @@ def test_memory_on_a_postgres_url_keeps_no_files(pg_url, tmp_path, monkeypatch):
 
 def test_postgres_without_psycopg_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(ImportError, match=r"pip install 'etamem\[postgres\]'"):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[postgres]"')):
         Memory("postgresql://nobody@localhost/none")
 
 

@@ -239,7 +239,7 @@ def cmd_search(args) -> int:
         args.space = resolve_space(mem, args.space)  # may be left out when the store holds one space
         hits = mem.search(args.query, space=args.space, top_k=args.top_k, now=args.now)
         if args.json:
-            print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score,
+            print(json.dumps([{"amu_id": h.amu.amu_id, "text": h.amu.text, "score": h.score, "similarity": h.similarity,
                                "timestamp": h.amu.timestamp.isoformat(), "views": list(h.views),
                                "source_turn_ids": list(h.source_turn_ids)} for h in hits], indent=1))
         else:
@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--top-k", type=int, default=None, help="units per answer (default 10, or the config's top_k)")
     d.add_argument("--llm", choices=["none", "local"], default="none",
                    help="local: extraction and answers by a local model (etamem llm serve's server, started "
-                        "for the demo; pip install 'etamem[local-llm]'); none: offline (or the LLM the config names)")
+                        "for the demo; pip install -e '.[local-llm]'); none: offline (or the LLM the config names)")
     d.add_argument("--llm-model", default=None, help="with --llm local: a .gguf file or a known model name")
     common(d)
     d.set_defaults(func=cmd_demo)

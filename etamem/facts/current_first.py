@@ -9,11 +9,12 @@ that change').
 - a superseded hit comes right after the current version of its fact (the end of its chain of
   replacements); when that version was not among the hits it is brought in, with views
   `("current",)`, and the last hit drops out (the count stays); a raw-turn hit (the fallback's)
-  follows the links of its turn's units;
+  follows the links of its turn's units; the current version takes the superseded hit's score
+  (its own stays in `Hit.similarity`);
 - a question about the present (`asks_present`: "now", "currently", "still", "these days", "at
   the moment", "any more", ... — explicit cues, not tense alone) also puts the latest first among
   hits that state the same thing of the same speaker without a link (`etamem.facts.supersession.
-  same_subject`): recency among near-duplicates;
+  same_subject`): recency among near-duplicates (each slot keeps its score);
 - a question about the past (`asks_past`: "before", "used to", "at first", "in 2023", "did", ...)
   or with a time window keeps the order the method gave (the old fact stays where it ranked).
 """
@@ -109,14 +110,22 @@ def linked_order(hits: Sequence[Hit], newer: dict[str, list[str]], units: dict[s
         cur = current_of(uid, newer, units)
         if cur != uid and cur not in placed:
             found = by_id.get(cur) or next((by_turn[t] for t in units[cur].source_turn_ids if t in by_turn), None)
-            if found is None or found.amu.amu_id not in placed:
-                out.append(found if found is not None else
+            if found is None or found.amu.amu_id not in placed:  # it ranks, and scores, as the older one
+                out.append(moved_up(found, h.score) if found is not None else
                            Hit(units[cur], h.score, ("current",), tuple(units[cur].source_turn_ids)))
                 placed.add(found.amu.amu_id if found is not None else cur)
             placed.add(cur)
         out.append(h)
         placed.add(uid)
     return out[:len(hits)]
+
+
+def moved_up(hit: Hit, score: float) -> Hit:
+    """`hit` given the ranking `score` of the slot it moves to (its method score kept in
+    `similarity`, see `etamem.retrieval.rank_scores`)."""
+    if hit.score == score:
+        return hit
+    return replace(hit, score=score, similarity=hit.score if hit.similarity is None else hit.similarity)
 
 
 def recency_order(hits: Sequence[Hit], window: int) -> list[Hit]:
@@ -139,8 +148,8 @@ def recency_order(hits: Sequence[Hit], window: int) -> list[Hit]:
     for g in groups:
         if len(g) > 1:
             latest = sorted((top[i] for i in g), key=lambda x: (x.amu.timestamp, x.amu.amu_id), reverse=True)
-            for slot, h in zip(g, latest):
-                hits[slot] = h
+            for slot, h in zip(g, latest):  # each slot keeps its score
+                hits[slot] = moved_up(h, top[slot].score)
     return hits
 
 
@@ -263,4 +272,4 @@ def versions(unit_id: str, links: Callable[[list[str]], list], load: Callable[[l
 
 
 __all__ = ["PAST", "PRESENT", "annotate", "asks_past", "asks_present", "current_first", "current_of", "in_store",
-           "linked_order", "raw_turn_links", "recency_order", "replacing_links", "status_note", "versions", "with_status"]
+           "linked_order", "moved_up", "raw_turn_links", "recency_order", "replacing_links", "status_note", "versions", "with_status"]

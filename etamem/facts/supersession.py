@@ -432,6 +432,12 @@ class LLMSupersession:
         self.temperature = temperature
         self.stats = {"calls": 0, "fallbacks": 0}
 
+    def warm(self) -> None:
+        """The fallback's models loaded now (`Memory.warm`; the rules' attribute slots)."""
+        warm = getattr(self.fallback, "warm", None)
+        if warm is not None:
+            warm()
+
     def classify(self, new_text: str, speaker: str, candidates: Sequence[Candidate]) -> list[tuple[str, float]]:
         """LLMUnavailable (no reply after the client's retries) propagates: the write stays pending."""
         from etamem.models.llm import LLMError

@@ -56,6 +56,9 @@ class FTAUnits:
 
         return unit_history(store, space, unit_id)
 
+    def warm(self, engine) -> None:
+        """See `Units.warm`: nothing beyond the models `Memory.warm` loads."""
+
 
 class FTAMethod:
     """FTA-Mem's search (`etamem.fta.search.search_fta`, after the LLM's query rewrite when one

@@ -217,7 +217,8 @@ def search_fta(live, store, query: str, q_vec: np.ndarray, k: int, config, *, no
 
 def place_neighbours(hits: list[Hit], chosen: dict[str, str], amu_of: dict[str, AMU], passes: set[str] | None,
                      order: str = "after-hit") -> list[Hit]:
-    """`hits` with the neighbour `chosen[hit id]` of each hit (score 0, `views == ("fta-link",)`)
+    """`hits` with the neighbour `chosen[hit id]` of each hit (`views == ("fta-link",)`, similarity
+    0 as eq. 10 scores it, ranking score that of the hit it follows: `etamem.retrieval.rank_scores`)
     placed right after its hit (`order="after-hit"`, eq. 10) or after every hit ("appended").
     A neighbour that is not a live unit, or that the filter (`passes`, None: no filter) rejects,
     is left out."""
@@ -229,8 +230,10 @@ def place_neighbours(hits: list[Hit], chosen: dict[str, str], amu_of: dict[str, 
         if other is None or other not in amu_of or (passes is not None and other not in passes):
             continue
         amu = amu_of[other]
-        (out if order == "after-hit" else tail).append(Hit(amu, 0.0, ("fta-link",), amu.source_turn_ids))
-    return out + tail
+        (out if order == "after-hit" else tail).append(Hit(amu, h.score, ("fta-link",), amu.source_turn_ids,
+                                                           similarity=0.0))
+    last = out[-1].score if out else 0.0
+    return out + [replace(n, score=min(n.score, last)) for n in tail]
 
 
 def _hit_unit(amu: AMU) -> FTAUnit:

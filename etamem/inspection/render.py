@@ -5,6 +5,7 @@ Each function returns a rich renderable; print it with `rich.console.Console().p
 from __future__ import annotations
 
 from etamem.inspection.reports import AMUPath, Distribution, NodeInfo, QueryTrace, SpaceStats, ViewStats, snippet
+from etamem.install_hints import install_hint
 
 BAR = "█"
 
@@ -18,7 +19,7 @@ def _rich():
         from rich.text import Text
         from rich.tree import Tree
     except ImportError as exc:  # pragma: no cover - rich is a base dependency
-        raise ImportError("terminal rendering needs rich: pip install 'etamem[inspect]'") from exc
+        raise ImportError(f"terminal rendering needs rich: {install_hint('inspect')}") from exc
     return box, Group, Table, Text, Tree
 
 

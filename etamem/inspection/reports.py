@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from etamem.install_hints import install_hint
 from etamem.kernels import cohesion_from_sum
 from etamem.records import AMU, Turn
 
@@ -544,7 +545,7 @@ def project_2d(x: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
         try:
             from sklearn.manifold import TSNE
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("t-SNE needs scikit-learn: pip install 'etamem[bench]'") from exc
+            raise ImportError(f"t-SNE needs scikit-learn: {install_hint('bench')}") from exc
         return TSNE(2, perplexity=min(30.0, (x.shape[0] - 1) / 3), init="pca", random_state=seed).fit_transform(x)
     raise ValueError(f"method: expected 'pca' or 'tsne', got {method!r}")
 

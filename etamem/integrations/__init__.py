@@ -2,9 +2,9 @@
 imported lazily (a missing framework raises ImportError naming the extra to install; see
 docs/integrations/):
 
-- `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install "etamem[langgraph]"`);
+- `etamem.integrations.langgraph.EtamemStore`: a LangGraph `BaseStore` (`pip install -e ".[langgraph]"`);
 - `etamem.integrations.openai_agents.EtamemSession`: an OpenAI Agents SDK session
-  (`pip install "etamem[openai-agents]"`);
+  (`pip install -e ".[openai-agents]"`);
 - `etamem.integrations.llamaindex.EtamemMemoryBlock`: a LlamaIndex memory block
-  (`pip install "etamem[llamaindex]"`).
+  (`pip install -e ".[llamaindex]"`).
 """

@@ -1,4 +1,4 @@
-"""ETAMem as a LangGraph store: `EtamemStore(BaseStore)` (`pip install "etamem[langgraph]"`).
+"""ETAMem as a LangGraph store: `EtamemStore(BaseStore)` (`pip install -e ".[langgraph]"`).
 
     from etamem.integrations.langgraph import EtamemStore
     store = EtamemStore("stores/agent")            # or EtamemStore(memory), EtamemStore() in memory
@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote
 
+from etamem.install_hints import install_hint
+
 try:
     from langgraph.store.base import (
         BaseStore,
@@ -59,7 +61,7 @@ try:
         validate_op_namespace,
     )
 except ImportError as exc:  # pragma: no cover - exercised with the package hidden
-    raise ImportError('etamem.integrations.langgraph needs LangGraph: pip install "etamem[langgraph]"') from exc
+    raise ImportError(f'etamem.integrations.langgraph needs LangGraph: {install_hint("langgraph")}') from exc
 
 from etamem.facts.revisions import versions
 from etamem.ingest.inputs import validate_space

@@ -1,4 +1,4 @@
-"""ETAMem as a LlamaIndex memory block: `EtamemMemoryBlock` (`pip install "etamem[llamaindex]"`).
+"""ETAMem as a LlamaIndex memory block: `EtamemMemoryBlock` (`pip install -e ".[llamaindex]"`).
 
     from llama_index.core.memory import Memory
     from etamem.integrations.llamaindex import EtamemMemoryBlock
@@ -31,12 +31,14 @@ import asyncio
 import os
 from typing import Any, List, Optional
 
+from etamem.install_hints import install_hint
+
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
     from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
     from llama_index.core.memory.memory import BaseMemoryBlock
 except ImportError as exc:  # pragma: no cover - exercised in a process without LlamaIndex
-    raise ImportError('etamem.integrations.llamaindex needs LlamaIndex: pip install "etamem[llamaindex]"') from exc
+    raise ImportError(f'etamem.integrations.llamaindex needs LlamaIndex: {install_hint("llamaindex")}') from exc
 
 from etamem.async_memory import AsyncMemory
 from etamem.ingest.inputs import validate_space

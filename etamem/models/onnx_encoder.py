@@ -7,7 +7,7 @@ the result cached on disk; later loads read the cached file. Vectors agree with 
 encoder's to a cosine of about 0.99 (benchmarks/encoders.py), not exactly: the encoder has its
 own identity (`NAME`), so a store built with one refuses the other (`etamem reindex` migrates).
 
-Needs the `onnx` extra (onnxruntime, onnx): `pip install 'etamem[onnx]'`. CPU only.
+Needs the `onnx` extra (onnxruntime, onnx): `pip install -e ".[onnx]"`. CPU only.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from etamem.install_hints import install_hint
 from etamem.models.text_batches import length_batches
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def _onnxruntime():
         import onnxruntime
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
-        raise ImportError("text_encoder='minilm-int8' needs onnxruntime and onnx: pip install 'etamem[onnx]'") from exc
+        raise ImportError(f"text_encoder='minilm-int8' needs onnxruntime and onnx: {install_hint('onnx')}") from exc
     return onnxruntime, quantize_dynamic, QuantType
 
 

@@ -4,7 +4,7 @@ searches on the GPU, and the GPU copy it searches.
 A `VectorIndex` in exact mode answers with one product over its rows. With `device` "auto" (the
 default, `Config.index_device`) an index of at least `min_rows` rows (`Config.gpu_min_rows`)
 searches a `faiss.GpuIndexFlatIP` copy of its rows instead when FAISS was built with GPU support
-(`pip install "etamem[gpu]"`, faiss-gpu) and sees a GPU; "cpu" never does; "gpu" requires it
+(`pip install -e ".[gpu]"`, faiss-gpu) and sees a GPU; "cpu" never does; "gpu" requires it
 (ImportError naming the extra otherwise). The copy (`GpuFlat`) follows the rows: appended rows are
 added, an overwritten row or a compaction rebuilds it on the next search. Removed rows stay in it
 and are filtered: a search fetches k plus the dead rows' count, drops the dead and orders the rest
@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+
+from etamem.install_hints import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ def use_gpu(device: str, rows: int, min_rows: int, faiss) -> bool:
     if device == "gpu":
         if not gpu_count(faiss):
             raise ImportError('index_device="gpu" needs FAISS with GPU support and a visible GPU: '
-                              'pip install "etamem[gpu]" (faiss-gpu), or use index_device="auto"')
+                              f'{install_hint("gpu")} (faiss-gpu), or use index_device="auto"')
         return True
     return rows >= min_rows and gpu_count(faiss) > 0
 

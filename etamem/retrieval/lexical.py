@@ -15,6 +15,7 @@ from collections import Counter
 
 import numpy as np
 
+from etamem.install_hints import install_hint
 from etamem.live.npy_files import load_npy
 
 FORMAT = 2  # 2: the stemmer is saved with the index
@@ -32,7 +33,7 @@ def _stemmer(stemmer: str):
     try:
         import Stemmer
     except ImportError as exc:  # pragma: no cover
-        raise ImportError("stemmed BM25 needs PyStemmer: pip install etamem (or set bm25_stemmer='none')") from exc
+        raise ImportError(f"stemmed BM25 needs PyStemmer: {install_hint()}; or set bm25_stemmer='none'") from exc
     stem = Stemmer.Stemmer(stemmer)
     # no cache of stemmed words: one shared by every space answers a word another space used
     # faster, a timing oracle across tenants (and stemming a word costs about a microsecond)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from etamem.install_hints import install_hint
 from etamem.kernels import topk
 from etamem.live.npy_files import load_npy
 from etamem.retrieval.gpu_index import DEVICES, GpuFlat, use_gpu
@@ -55,7 +56,7 @@ def import_faiss():
         import faiss
     except ImportError as exc:
         raise ImportError(
-            "FAISS is required for search: pip install 'etamem[cpu]' (faiss-cpu) or 'etamem[gpu]' (faiss-gpu)"
+            f"FAISS is required for search: {install_hint('cpu')}; with a GPU, the gpu extra (faiss-gpu)"
         ) from exc
     return faiss
 

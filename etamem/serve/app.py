@@ -1,4 +1,4 @@
-"""HTTP API over one `Memory` (FastAPI; `etamem serve`, imported lazily: `pip install 'etamem[serve]'`).
+"""HTTP API over one `Memory` (FastAPI; `etamem serve`, imported lazily: `pip install -e ".[serve]"`).
 
 Every memory route needs an API key (`Authorization: Bearer etm_...` or `X-API-Key`), loopback
 included; `/health` and `/ready` do not. A route runs its engine call in a worker thread inside
@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
 from etamem import tenancy
 from etamem.ingest.inputs import check_id
+from etamem.install_hints import install_hint
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
 from etamem.serve.metrics import Metrics, span
 from etamem.store.disk_full import DISK_FULL, database_errors, is_disk_full
@@ -50,7 +51,7 @@ def _fastapi():
     try:
         import fastapi
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the HTTP server needs FastAPI and uvicorn: pip install 'etamem[serve]'") from exc
+        raise ImportError(f"the HTTP server needs FastAPI and uvicorn: {install_hint('serve')}") from exc
     return fastapi
 
 
@@ -68,7 +69,8 @@ def turn_json(t: Turn) -> dict[str, Any]:
 def hit_json(h: Hit) -> dict[str, Any]:
     return {"unit": unit_json(h.amu), "score": h.score, "views": list(h.views),
             "source_turn_ids": list(h.source_turn_ids), "source_turns": [turn_json(t) for t in h.source_turns],
-            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by), "metadata": dict(h.metadata)}
+            "supersedes": list(h.supersedes), "superseded_by": list(h.superseded_by), "metadata": dict(h.metadata),
+            "similarity": h.similarity}
 
 
 def version_json(unit: Any) -> dict[str, Any]:
@@ -599,7 +601,7 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8420, config=None
     try:
         import uvicorn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the HTTP server needs FastAPI and uvicorn: pip install 'etamem[serve]'") from exc
+        raise ImportError(f"the HTTP server needs FastAPI and uvicorn: {install_hint('serve')}") from exc
     from etamem.memory import Memory
     from etamem.serve.guard import checked_admin_key, run_server, server_config
 

@@ -1,4 +1,4 @@
-"""MCP server (PyPI `mcp`, imported lazily: `pip install 'etamem[mcp]'`): the memory as tools for
+"""MCP server (PyPI `mcp`, imported lazily: `pip install -e ".[mcp]"`): the memory as tools for
 agent frameworks — `add_memory`, `search_memory`, `get_context`, `delete_memory`, `answer` — over
 stdio or streamable HTTP (`etamem mcp STORE [--transport http --port N]`).
 
@@ -15,6 +15,7 @@ import os
 from typing import Union
 
 from etamem import tenancy
+from etamem.install_hints import install_hint
 from etamem.records import UnknownIdError
 from etamem.serve.app import MessageItem, SearchFilters, TurnItem, hit_json, run_scoped, unit_json, version_json
 from etamem.store.disk_full import DISK_FULL, is_disk_full
@@ -34,7 +35,7 @@ def _mcp():
         from mcp.server.mcpserver import Context, MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the MCP server needs the mcp package: pip install 'etamem[mcp]'") from exc
+        raise ImportError(f"the MCP server needs the mcp package: {install_hint('mcp')}") from exc
     return Context, MCPServer, ToolError
 
 

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from etamem.install_hints import install_hint
+
 log = logging.getLogger(__name__)
 
 DEFAULT_POOL_SIZE = 8  # connections at most; one is kept open
@@ -38,7 +40,7 @@ def require_psycopg():
     try:
         import psycopg
     except ImportError as exc:
-        raise ImportError("a PostgreSQL store needs psycopg 3: pip install 'etamem[postgres]'") from exc
+        raise ImportError(f"a PostgreSQL store needs psycopg 3: {install_hint('postgres')}") from exc
     return psycopg
 
 
@@ -46,7 +48,7 @@ def _pool_class():
     try:
         from psycopg_pool import ConnectionPool
     except ImportError as exc:
-        raise ImportError("a PostgreSQL store needs psycopg_pool: pip install 'etamem[postgres]'") from exc
+        raise ImportError(f"a PostgreSQL store needs psycopg_pool: {install_hint('postgres')}") from exc
     return ConnectionPool
 
 

@@ -1,5 +1,5 @@
 """The store in PostgreSQL with pgvector (see docs/storage-and-scale-out.md): several server processes share one
-database. `pip install 'etamem[postgres]'` (psycopg 3); the database needs pgvector >= 0.8, whose
+database. `pip install -e ".[postgres]"` (psycopg 3); the database needs pgvector >= 0.8, whose
 extension is created on first open when the role may.
 
 The tables, columns and operations are `etamem.store.sql.SqlStore`'s; this module is the

@@ -94,7 +94,7 @@ def _exchange(sock: socket.socket, request: bytes) -> tuple[int, dict, bytes]:
 
 
 def test_the_server_answers_507_logs_one_line_and_keeps_the_connection(tmp_path, full_at, caplog):
-    pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+    pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
     from etamem import tenancy
     from etamem.serve.app import create_app
     from test_server_hardening import ADMIN, live_server

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
 import httpx  # noqa: E402
 
 from etamem import tenancy  # noqa: E402

@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
-uvicorn = pytest.importorskip("uvicorn", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("fastapi", reason="the server extra: pip install -e '.[serve]'")
+uvicorn = pytest.importorskip("uvicorn", reason="the server extra: pip install -e '.[serve]'")
 import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -256,7 +256,7 @@ def test_one_admin_key_rule_for_every_server(memory, monkeypatch, tmp_path):
 
     with pytest.raises(ValueError, match="24"):
         create_app(memory, admin_key="ab")
-    pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
+    pytest.importorskip("mcp", reason="the MCP extra: pip install -e '.[mcp]'")
     with pytest.raises(ValueError, match="24"):
         mcp_server.build_server(memory, admin_key="ab")
     monkeypatch.setenv("ETAMEM_ADMIN_KEY", "ab")
