@@ -1,0 +1,123 @@
+"""One tenant's reads cannot take the others' read threads (`etamem serve`, a real uvicorn server on
+loopback, `etamem.serve.fairness`): a key at its bound of reads in flight, or of search work (query
+characters x top_k), gets 429 with Retry-After while another key's searches are answered."""
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+pytest.importorskip("fastapi", reason="the server extra: pip install 'etamem[serve]'")
+pytest.importorskip("uvicorn", reason="the server extra: pip install 'etamem[serve]'")
+import httpx  # noqa: E402
+
+from etamem import tenancy  # noqa: E402
+from etamem.serve.app import create_app  # noqa: E402
+from etamem.serve.fairness import ReadBounds, ReadRefused  # noqa: E402
+from rel_common import fast_memory  # noqa: E402
+from test_server_hardening import ADMIN, TURN, live_server  # noqa: E402
+
+
+@pytest.fixture
+def memory(tmp_path):
+    mem = fast_memory(tmp_path / "store")
+    mem.add([TURN], space="alice")
+    mem.add([TURN], space="bob")
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def keys(memory):
+    return {name: tenancy.create_key(memory.store, [name])[0] for name in ("alice", "bob")}
+
+
+def held_searches(memory):
+    """Make `memory.retrieve` wait inside the engine until the returned event is set; also returns
+    a semaphore released once per search that got in."""
+    release, inside = threading.Event(), threading.Semaphore(0)
+    retrieve = memory.retrieve
+
+    def held(*args, **kwargs):
+        inside.release()
+        release.wait(30)
+        return retrieve(*args, **kwargs)
+
+    memory.retrieve = held
+    return release, inside
+
+
+def post(url, key, path, body, timeout=60):
+    return httpx.post(url + path, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=timeout)
+
+
+def test_a_key_over_its_concurrent_reads_gets_429_and_others_are_served(memory, keys):
+    """Alice holds her two reads (the bound) inside the engine; her third search gets 429 with
+    Retry-After at once, bob's search is answered meanwhile (four read threads), and alice's held
+    searches then complete."""
+    release, inside = held_searches(memory)
+    app = create_app(memory, admin_key=ADMIN, warm=False, close_on_shutdown=False, workers=4, max_reads_per_key=2)
+    with live_server(app) as port, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        url = f"http://127.0.0.1:{port}"
+        held = [pool.submit(post, url, keys["alice"], "/v1/spaces/alice/search", {"query": "grey cat"})
+                for _ in range(2)]
+        assert inside.acquire(timeout=10) and inside.acquire(timeout=10)  # both inside the engine
+        try:
+            r = post(url, keys["alice"], "/v1/spaces/alice/search", {"query": "grey cat"}, timeout=5)
+            assert r.status_code == 429, r.text
+            assert r.headers["retry-after"] == "1" and r.json()["error"]["code"] == "busy"
+            assert "reads in flight" in r.json()["error"]["message"]
+            r = post(url, keys["alice"], "/v1/spaces/alice/context", {"query": "grey cat"}, timeout=5)
+            assert r.status_code == 429
+            bob_thread = pool.submit(post, url, keys["bob"], "/v1/spaces/bob/search", {"query": "grey cat"})
+            assert inside.acquire(timeout=10)  # bob's search got a thread
+        finally:
+            release.set()
+        assert bob_thread.result().status_code == 200 and bob_thread.result().json()["hits"]
+        assert [f.result().status_code for f in held] == [200, 200]
+        # answered: the key's reads are free again
+        assert post(url, keys["alice"], "/v1/spaces/alice/search", {"query": "grey cat"}).status_code == 200
+        metrics = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text
+        assert 'etamem_refused_total{status="429"} 2' in metrics
+
+
+def test_a_key_over_its_read_work_gets_429(memory, keys):
+    """One heavy search (query characters x top_k over the bound) runs alone: with another of the
+    key's reads in flight it gets 429; a light search of the same key beside a light one is let in."""
+    release, inside = held_searches(memory)
+    app = create_app(memory, admin_key=ADMIN, warm=False, close_on_shutdown=False, workers=4,
+                     max_reads_per_key=4, max_read_work=10_000)
+    heavy = {"query": "grey cat " * 100, "top_k": 100}  # 900 characters x 100
+    with live_server(app) as port, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        url = f"http://127.0.0.1:{port}"
+        first = pool.submit(post, url, keys["alice"], "/v1/spaces/alice/search", {"query": "grey cat"})
+        assert inside.acquire(timeout=10)
+        try:
+            r = post(url, keys["alice"], "/v1/spaces/alice/search", heavy, timeout=5)
+            assert r.status_code == 429 and r.headers["retry-after"] == "1"
+            assert "work" in r.json()["error"]["message"]
+            light = pool.submit(post, url, keys["alice"], "/v1/spaces/alice/search", {"query": "tea", "top_k": 5})
+            assert inside.acquire(timeout=10)
+        finally:
+            release.set()
+        assert first.result().status_code == 200 and light.result().status_code == 200
+        assert post(url, keys["alice"], "/v1/spaces/alice/search", heavy).status_code == 200  # alone: let in
+
+
+def test_read_bounds_hold_no_entry_for_an_idle_key():
+    """Counted per key while in flight; a key with nothing in flight leaves no entry (no growth
+    with the number of keys seen)."""
+    bounds = ReadBounds(max_reads=1, max_work=100)
+    for i in range(1000):
+        with bounds.read(f"k{i}", 10):
+            assert bounds.in_flight(f"k{i}") == (1, 10)
+            with pytest.raises(ReadRefused):
+                with bounds.read(f"k{i}", 1):
+                    pass
+    assert len(bounds) == 0
+    with pytest.raises(ValueError):
+        ReadBounds(max_reads=-1)
