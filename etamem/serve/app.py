@@ -13,8 +13,8 @@ budget, slow request heads and bodies time out. Reads (search, answer, list, ...
 (add, delete) run in separate worker-thread pools, and the writes to one space wait in that
 space's own queue, outside the pools: a tenant sending large adds back to back holds one write
 thread, never a search thread. A key has at most `max_reads_per_key` reads in flight and its
-searches at most `max_read_work` of work (query characters x top_k) at once; beyond, 429 with
-Retry-After (`etamem.serve.fairness`): one tenant's heavy searches leave the others read threads.
+searches at most `max_read_work` of work (query characters x top_k) at once; beyond, a read waits
+a moment for its key's reads, then gets 429 with Retry-After (`etamem.serve.fairness`): one tenant's heavy searches leave the others read threads.
 Ids are taken whole in the path (`/units/{amu_id:path}`), so any
 id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted.
 
@@ -280,7 +280,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
                metrics: Metrics | None = None, close_on_shutdown: bool = True, warm: bool = True,
                write_workers: int | None = None, body_timeout_s: float = 30.0,
                buffered_bytes: int | None = None, buffer_wait_s: float = 5.0, max_queued_writes: int = 32,
-               max_reads_per_key: int | None = None, max_read_work: int = 1_000_000):
+               max_reads_per_key: int | None = None, max_read_work: int = 1_000_000, read_wait_s: float = 1.0):
     """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store. With `warm`,
     its startup loads the models (`Memory.warm`) and `/ready` answers 503 until then; without,
     `/ready` answers 200 from the start (the models load on first use). `workers` threads run reads, `write_workers`
@@ -289,7 +289,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     503); a body must arrive within `body_timeout_s`; more than `max_queued_writes` writes waiting
     for one space: 503. A key may have `max_reads_per_key` reads in flight (default half of `workers`,
     at least 1; 0: no bound) and its searches `max_read_work` of work (query characters x top_k;
-    0: no bound); beyond: 429 + Retry-After."""
+    0: no bound); a read beyond waits `read_wait_s` for one of the key's reads to end, then 429 +
+    Retry-After."""
     fastapi = _fastapi()
     import anyio
     from fastapi import Body, Depends, Header, Path, Query, Request
@@ -305,7 +306,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     readers = anyio.CapacityLimiter(workers)
     writers = anyio.CapacityLimiter(write_workers or max(1, workers // 2))
     queues = WriteQueues(max_queued_writes)
-    bounds = ReadBounds(max(1, workers // 2) if max_reads_per_key is None else max_reads_per_key, max_read_work)
+    bounds = ReadBounds(max(1, workers // 2) if max_reads_per_key is None else max_reads_per_key, max_read_work,
+                        read_wait_s)
     serving = {"ready": not warm}  # /ready: the models are loaded (or left to load on first use)
     key_checks = anyio.CapacityLimiter(max(2, workers))
 
@@ -365,7 +367,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         t0 = time.perf_counter()
         try:
             if write is None:
-                with bounds.read(who.key_id, work):
+                async with bounds.read(who.key_id, work):
                     return await run_scoped(who, route, readers, fn, *args, **kwargs)
             async with queues.turn(write):
                 return await run_scoped(who, route, writers, fn, *args, **kwargs)

@@ -4,10 +4,12 @@ read threads, nor runs more than its share of read work at once.
 A key may have at most `max_reads` reads (search, answer, context, list, get, ...) in flight, and
 its searches in flight at most `max_work` of work, a search's work being its query's characters
 times its `top_k` (a search whose work alone is over the bound is let in when the key has no other
-read in flight). A read beyond either bound is refused at once with `ReadRefused` (429 +
-Retry-After), not queued: a tenant sending heavy searches from many clients holds at most its
-share of the read pool, and the other tenants' searches find a thread free. Reads in flight are
-counted in the event loop (no lock); a key with nothing in flight holds no entry.
+read in flight). A read beyond either bound waits in the event loop (no thread held) up to
+`wait_s` for one of its key's reads to end, then is refused with `ReadRefused` (429 +
+Retry-After): a tenant sending heavy searches from many clients holds at most its share of the
+read pool, a client that retries at once without heeding Retry-After sends at most one request
+per `wait_s` per connection, and the other tenants' searches find a thread free. Reads in flight
+are counted in the event loop (no lock); a key with nothing in flight or waiting holds no entry.
 """
 from __future__ import annotations
 
@@ -23,16 +25,18 @@ class ReadRefused(Exception):
 class _InFlight:
     reads: int = 0
     work: int = 0
+    waiting: int = 0
+    freed: object = None  # an anyio.Event set when one of the key's reads ends
 
 
 class ReadBounds:
     """Reads in flight per key: at most `max_reads` (0: no bound) and at most `max_work` of
-    search work (query characters x top_k; 0: no bound)."""
+    search work (query characters x top_k; 0: no bound); a read beyond waits up to `wait_s`."""
 
-    def __init__(self, max_reads: int = 2, max_work: int = 1_000_000):
-        if max_reads < 0 or max_work < 0:
-            raise ValueError("max_reads_per_key and max_read_work: 0 (no bound) or more")
-        self.max_reads, self.max_work = max_reads, max_work
+    def __init__(self, max_reads: int = 2, max_work: int = 1_000_000, wait_s: float = 1.0):
+        if max_reads < 0 or max_work < 0 or wait_s < 0:
+            raise ValueError("max_reads_per_key, max_read_work and read_wait_s: 0 (no bound / no wait) or more")
+        self.max_reads, self.max_work, self.wait_s = max_reads, max_work, wait_s
         self._keys: dict[str, _InFlight] = {}
 
     def __len__(self) -> int:
@@ -44,27 +48,53 @@ class ReadBounds:
         entry = self._keys.get(key_id)
         return (entry.reads, entry.work) if entry else (0, 0)
 
-    @contextlib.contextmanager
-    def read(self, key_id: str, work: int = 0):
-        """Hold one of `key_id`'s reads (with `work`) while the block runs; `ReadRefused` beyond a bound."""
-        entry = self._keys.get(key_id) or _InFlight()
+    def _refusal(self, entry: _InFlight, work: int) -> str | None:
+        """Why a read of `work` cannot start now (None: it can)."""
         if self.max_reads and entry.reads >= self.max_reads:
-            raise ReadRefused(f"this key already has {entry.reads} reads in flight (at most {self.max_reads} "
-                              f"at once); retry after one is answered")
+            return (f"this key already has {entry.reads} reads in flight (at most {self.max_reads} at once); "
+                    f"retry after one is answered")
         if self.max_work and work and entry.reads and entry.work + work > self.max_work:
-            raise ReadRefused(f"this key's searches in flight are at their bound of work ({self.max_work} query "
-                              f"characters x top_k); retry after one is answered, or ask with a shorter query "
-                              f"or a smaller top_k")
+            return (f"this key's searches in flight are at their bound of work ({self.max_work} query characters "
+                    f"x top_k); retry after one is answered, or ask with a shorter query or a smaller top_k")
+        return None
+
+    @contextlib.asynccontextmanager
+    async def read(self, key_id: str, work: int = 0):
+        """Hold one of `key_id`'s reads (with `work`) while the block runs, after waiting up to
+        `wait_s` for room; `ReadRefused` if none came."""
+        import anyio
+
+        entry = self._keys.setdefault(key_id, _InFlight())
+        why = self._refusal(entry, work)
+        if why is not None and self.wait_s:
+            entry.waiting += 1
+            try:
+                with anyio.move_on_after(self.wait_s):
+                    while why is not None:
+                        if entry.freed is None:
+                            entry.freed = anyio.Event()
+                        await entry.freed.wait()
+                        why = self._refusal(entry, work)
+            finally:
+                entry.waiting -= 1
+        if why is not None:
+            self._forget_if_idle(key_id, entry)
+            raise ReadRefused(why)
         entry.reads += 1
         entry.work += work
-        self._keys[key_id] = entry
         try:
             yield
         finally:
             entry.reads -= 1
             entry.work -= work
-            if not entry.reads:
-                self._keys.pop(key_id, None)
+            if entry.freed is not None:
+                entry.freed.set()
+                entry.freed = None
+            self._forget_if_idle(key_id, entry)
+
+    def _forget_if_idle(self, key_id: str, entry: _InFlight) -> None:
+        if not entry.reads and not entry.waiting and self._keys.get(key_id) is entry:
+            del self._keys[key_id]
 
 
 def search_work(query: str, top_k: int | None, default_top_k: int) -> int:

@@ -1,6 +1,7 @@
 """One tenant's reads cannot take the others' read threads (`etamem serve`, a real uvicorn server on
 loopback, `etamem.serve.fairness`): a key at its bound of reads in flight, or of search work (query
-characters x top_k), gets 429 with Retry-After while another key's searches are answered."""
+characters x top_k), waits a moment for one of its reads to end, then gets 429 with Retry-After,
+while another key's searches are answered."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -56,11 +57,12 @@ def post(url, key, path, body, timeout=60):
 
 
 def test_a_key_over_its_concurrent_reads_gets_429_and_others_are_served(memory, keys):
-    """Alice holds her two reads (the bound) inside the engine; her third search gets 429 with
-    Retry-After at once, bob's search is answered meanwhile (four read threads), and alice's held
+    """Alice holds her two reads (the bound) inside the engine; her third search waits
+    `read_wait_s`, then gets 429 with Retry-After; bob's search is answered meanwhile (four read threads), and alice's held
     searches then complete."""
     release, inside = held_searches(memory)
-    app = create_app(memory, admin_key=ADMIN, warm=False, close_on_shutdown=False, workers=4, max_reads_per_key=2)
+    app = create_app(memory, admin_key=ADMIN, warm=False, close_on_shutdown=False, workers=4, max_reads_per_key=2,
+                     read_wait_s=0.3)
     with live_server(app) as port, concurrent.futures.ThreadPoolExecutor(4) as pool:
         url = f"http://127.0.0.1:{port}"
         held = [pool.submit(post, url, keys["alice"], "/v1/spaces/alice/search", {"query": "grey cat"})
@@ -90,7 +92,7 @@ def test_a_key_over_its_read_work_gets_429(memory, keys):
     key's reads in flight it gets 429; a light search of the same key beside a light one is let in."""
     release, inside = held_searches(memory)
     app = create_app(memory, admin_key=ADMIN, warm=False, close_on_shutdown=False, workers=4,
-                     max_reads_per_key=4, max_read_work=10_000)
+                     max_reads_per_key=4, max_read_work=10_000, read_wait_s=0.3)
     heavy = {"query": "grey cat " * 100, "top_k": 100}  # 900 characters x 100
     with live_server(app) as port, concurrent.futures.ThreadPoolExecutor(4) as pool:
         url = f"http://127.0.0.1:{port}"
@@ -108,16 +110,36 @@ def test_a_key_over_its_read_work_gets_429(memory, keys):
         assert post(url, keys["alice"], "/v1/spaces/alice/search", heavy).status_code == 200  # alone: let in
 
 
-def test_read_bounds_hold_no_entry_for_an_idle_key():
-    """Counted per key while in flight; a key with nothing in flight leaves no entry (no growth
-    with the number of keys seen)."""
-    bounds = ReadBounds(max_reads=1, max_work=100)
-    for i in range(1000):
-        with bounds.read(f"k{i}", 10):
-            assert bounds.in_flight(f"k{i}") == (1, 10)
-            with pytest.raises(ReadRefused):
-                with bounds.read(f"k{i}", 1):
-                    pass
-    assert len(bounds) == 0
+def test_read_bounds_wait_then_refuse_and_hold_no_entry_for_an_idle_key():
+    """A read beyond the bound waits for one of its key's reads to end (then runs) or is refused
+    after `wait_s`; a key with nothing in flight leaves no entry (no growth with the keys seen)."""
+    import anyio
+
+    bounds = ReadBounds(max_reads=1, max_work=100, wait_s=0.001)
+    order = []
+
+    async def main():
+        for i in range(300):
+            async with bounds.read(f"k{i}", 10):
+                assert bounds.in_flight(f"k{i}") == (1, 10)
+                with pytest.raises(ReadRefused):
+                    async with bounds.read(f"k{i}", 1):
+                        pass
+        assert len(bounds) == 0
+
+        bounds.wait_s = 5.0
+
+        async def second():
+            async with bounds.read("k", 1):
+                order.append("second")
+
+        async with anyio.create_task_group() as tg:
+            async with bounds.read("k", 1):
+                tg.start_soon(second)
+                await anyio.sleep(0.05)
+                order.append("first")
+        assert order == ["first", "second"] and len(bounds) == 0
+
+    anyio.run(main)
     with pytest.raises(ValueError):
         ReadBounds(max_reads=-1)
