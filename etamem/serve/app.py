@@ -374,6 +374,13 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
         finally:
             metrics.observe(route, time.perf_counter() - t0)
 
+    def rendered(fn: Callable, shape: Callable[[Any], dict]) -> Callable:
+        """`fn` returning its result shaped by `shape` as a rendered JSON response, so that a large
+        answer (a search of top_k 10,000) is encoded in the worker thread, not in the event loop."""
+        def run(*args, **kwargs):
+            return JSONResponse(shape(fn(*args, **kwargs)))
+        return run
+
     # --- errors -------------------------------------------------------------------------------
     def reply(status: int, code: str, message: str, field: str | None = None, headers=None):
         return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
@@ -474,33 +481,36 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     async def search(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                      who: tenancy.Caller = Depends(caller)):
-        result = await engine("search", who, memory.retrieve, query, space, top_k=top_k, now=now, filters=filters,
-                              work=search_work(query, top_k, memory.config.top_k))
-        return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns,
-                "weights": result.weights}
+        def shape(result):
+            return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns,
+                    "weights": result.weights}
+        return await engine("search", who, rendered(memory.retrieve, shape), query, space, top_k=top_k, now=now,
+                            filters=filters, work=search_work(query, top_k, memory.config.top_k))
 
     @app.post("/v1/spaces/{space}/answer")
     async def answer(space: str = SpaceName, question: str = Body(..., embed=True), top_k: int | None = Body(None),
                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                      who: tenancy.Caller = Depends(caller)):
-        ans = await engine("answer", who, memory.answer, question, space=space, now=now, top_k=top_k,
-                           filters=filters, work=search_work(question, top_k, memory.config.top_k))
-        return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
-                "hits": [hit_json(h) for h in ans.hits]}
+        def shape(ans):
+            return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
+                    "hits": [hit_json(h) for h in ans.hits]}
+        return await engine("answer", who, rendered(memory.answer, shape), question, space=space, now=now,
+                            top_k=top_k, filters=filters, work=search_work(question, top_k, memory.config.top_k))
 
     @app.post("/v1/spaces/{space}/context")
     async def context(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
                       now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                       who: tenancy.Caller = Depends(caller)):
-        packet = await engine("context", who, memory.context_packet, query, space, top_k=top_k, now=now,
-                              filters=filters, work=search_work(query, top_k, memory.config.context_top_k))
-        return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
+        def shape(packet):
+            return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
+        return await engine("context", who, rendered(memory.context_packet, shape), query, space, top_k=top_k,
+                            now=now, filters=filters, work=search_work(query, top_k, memory.config.context_top_k))
 
     @app.get("/v1/spaces/{space}/units")
     async def list_units(space: str = SpaceName, status: str = Query("active", pattern="^(active|superseded|all)$"),
                          who: tenancy.Caller = Depends(caller)):
-        units = await engine("list", who, memory.list, space, status=None if status == "all" else status)
-        return {"units": [unit_json(a) for a in units]}
+        return await engine("list", who, rendered(memory.list, lambda units: {"units": [unit_json(a) for a in units]}),
+                            space, status=None if status == "all" else status)
 
     @app.get("/v1/spaces/{space}/stats")
     async def stats(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
