@@ -370,7 +370,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
                 async with bounds.read(who.key_id, work):
                     return await run_scoped(who, route, readers, fn, *args, **kwargs)
             async with queues.turn(write):
-                return await run_scoped(who, route, writers, fn, *args, **kwargs)
+                with bounds.write(who.key_id):
+                    return await run_scoped(who, route, writers, fn, *args, **kwargs)
         finally:
             metrics.observe(route, time.perf_counter() - t0)
 

@@ -3,13 +3,14 @@ read threads, nor runs more than its share of read work at once.
 
 A key may have at most `max_reads` reads (search, answer, context, list, get, ...) in flight, and
 its searches in flight at most `max_work` of work, a search's work being its query's characters
-times its `top_k` (a search whose work alone is over the bound is let in when the key has no other
-read in flight). A read beyond either bound waits in the event loop (no thread held) up to
-`wait_s` for one of its key's reads to end, then is refused with `ReadRefused` (429 +
-Retry-After): a tenant sending heavy searches from many clients holds at most its share of the
-read pool, a client that retries at once without heeding Retry-After sends at most one request
-per `wait_s` per connection, and the other tenants' searches find a thread free. Reads in flight
-are counted in the event loop (no lock); a key with nothing in flight or waiting holds no entry.
+times its `top_k`; a search whose work alone is over the bound is let in only when the key has
+nothing else running, read or write (a tenant's heaviest searches and its adds take turns). A
+read beyond a bound waits in the event loop (no thread held) up to `wait_s` for one of its key's
+requests to end, then is refused with `ReadRefused` (429 + Retry-After): a tenant sending heavy
+searches from many clients holds at most its share of the read pool, a client that retries at
+once without heeding Retry-After sends at most one request per `wait_s` per connection, and the
+other tenants' searches find a thread free. Requests in flight are counted in the event loop (no
+lock); a key with nothing in flight or waiting holds no entry.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class ReadRefused(Exception):
 class _InFlight:
     reads: int = 0
     work: int = 0
+    writes: int = 0
     waiting: int = 0
     freed: object = None  # an anyio.Event set when one of the key's reads ends
 
@@ -40,7 +42,7 @@ class ReadBounds:
         self._keys: dict[str, _InFlight] = {}
 
     def __len__(self) -> int:
-        """Keys with reads in flight now."""
+        """Keys with reads or writes in flight now."""
         return len(self._keys)
 
     def in_flight(self, key_id: str) -> tuple[int, int]:
@@ -53,8 +55,8 @@ class ReadBounds:
         if self.max_reads and entry.reads >= self.max_reads:
             return (f"this key already has {entry.reads} reads in flight (at most {self.max_reads} at once); "
                     f"retry after one is answered")
-        if self.max_work and work and entry.reads and entry.work + work > self.max_work:
-            return (f"this key's searches in flight are at their bound of work ({self.max_work} query characters "
+        if self.max_work and work and (entry.reads or entry.writes) and entry.work + work > self.max_work:
+            return (f"this key's requests in flight are at their bound of search work ({self.max_work} query characters "
                     f"x top_k); retry after one is answered, or ask with a shorter query or a smaller top_k")
         return None
 
@@ -87,13 +89,30 @@ class ReadBounds:
         finally:
             entry.reads -= 1
             entry.work -= work
-            if entry.freed is not None:
-                entry.freed.set()
-                entry.freed = None
+            self._wake(entry)
             self._forget_if_idle(key_id, entry)
 
+    @contextlib.contextmanager
+    def write(self, key_id: str):
+        """Count one of `key_id`'s writes as running while the block runs (writes are not bounded
+        here: they queue per space; a running write keeps the key's heaviest searches waiting)."""
+        entry = self._keys.setdefault(key_id, _InFlight())
+        entry.writes += 1
+        try:
+            yield
+        finally:
+            entry.writes -= 1
+            self._wake(entry)
+            self._forget_if_idle(key_id, entry)
+
+    @staticmethod
+    def _wake(entry: _InFlight) -> None:
+        if entry.freed is not None:
+            entry.freed.set()
+            entry.freed = None
+
     def _forget_if_idle(self, key_id: str, entry: _InFlight) -> None:
-        if not entry.reads and not entry.waiting and self._keys.get(key_id) is entry:
+        if not (entry.reads or entry.writes or entry.waiting) and self._keys.get(key_id) is entry:
             del self._keys[key_id]
 
 

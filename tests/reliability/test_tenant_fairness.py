@@ -112,7 +112,8 @@ def test_a_key_over_its_read_work_gets_429(memory, keys):
 
 def test_read_bounds_wait_then_refuse_and_hold_no_entry_for_an_idle_key():
     """A read beyond the bound waits for one of its key's reads to end (then runs) or is refused
-    after `wait_s`; a key with nothing in flight leaves no entry (no growth with the keys seen)."""
+    after `wait_s`; a search over the work bound waits for the key's running write too; a key with
+    nothing in flight leaves no entry (no growth with the keys seen)."""
     import anyio
 
     bounds = ReadBounds(max_reads=1, max_work=100, wait_s=0.001)
@@ -139,6 +140,17 @@ def test_read_bounds_wait_then_refuse_and_hold_no_entry_for_an_idle_key():
                 await anyio.sleep(0.05)
                 order.append("first")
         assert order == ["first", "second"] and len(bounds) == 0
+
+        bounds.wait_s = 0.01
+        with bounds.write("w"):  # a search over the work bound waits for the key's running write
+            with pytest.raises(ReadRefused, match="work"):
+                async with bounds.read("w", 1000):
+                    pass
+            async with bounds.read("w", 10):  # a light one does not
+                pass
+        async with bounds.read("w", 1000):  # alone: let in
+            pass
+        assert len(bounds) == 0
 
     anyio.run(main)
     with pytest.raises(ValueError):
