@@ -1,20 +1,22 @@
 """Tenant fairness: one tenant's search latency, idle and while another tenant sends its worst legal reads.
 
-    python -m benchmarks.tenant_fairness [--searches 40] [--hostile 4] [--seconds-warm 3]
-        [--bounds default|off] [--writer] [--out FILE.json]
+    python -m benchmarks.tenant_fairness [--searches 30] [--rounds 3] [--hostile 4] [--seconds-warm 3]
+        [--bounds default|off|both] [--writer] [--out FILE.json]
 
 A real `etamem serve` process (the command line, default offline models: MiniLM + VADER) on a
-store in a temporary directory, every tenant with its own key. Tenant A's space holds
-`--a-turns` turns, tenant B's 40. B searches her space (one client, one search after another):
-idle, then while A runs `--hostile` clients each sending back to back searches of
-`top_k=10000` with a 6,000-character query (ordinary English, no emoji: the emoji cost of the
-affect tagger is another fix's), and with `--writer` one more A client adding long turns
-(10 x 20,000 characters per request). A's clients retry at once on 429 (they ignore
-Retry-After: the worst a client may do). `--bounds off` starts the server with
-`--max-reads-per-key 0 --max-read-work 0` (no per-key read bound, as before the bound existed).
-Prints a markdown table (B's p50/p95 idle and loaded, the p50 ratio; target <= 3x; A's searches
-answered and refused) and writes JSON to benchmarks/results/tenant_fairness[_off].json. The
-clients run on the same machine as the server.
+store in a temporary directory, every tenant with its own key. Tenant A's space holds `--a-turns`
+turns, tenant B's 40. B searches her space (one client, one search after another), `--searches`
+at a time, in `--rounds` alternating phases (a shared machine's drift hits both): idle, then
+while A runs `--hostile` clients each sending back to back searches of `top_k=10000` with a
+6,000-character query (ordinary English, no emoji: the emoji cost of the affect tagger is
+another fix's), and with `--writer` one more A client adding long turns (10 x 20,000 characters
+per request). A's clients retry at once on 429 (they ignore Retry-After: the worst a client may
+do; with POLITE=1 in the environment they sleep it). `--bounds off` starts the server with
+`--max-reads-per-key 0 --max-read-work 0` (no per-key read bound, as before the bound existed);
+`both` (the default) runs off, then default. Prints a markdown table (B's p50/p95 over all idle
+and all loaded phases, the p50 ratio, target <= 3x; A's searches answered and refused) and
+writes JSON to benchmarks/results/tenant_fairness.json. The clients run on the same machine as
+the server.
 """
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def _writer(url: str, key: str, stop: threading.Event, tally: dict, lock: thread
 
 
 def run(work: Path, *, searches: int = 40, hostile: int = 4, a_turns: int = 400, bounds: str = "default",
-        writer: bool = False, warm_s: float = 3.0) -> dict:
+        writer: bool = False, warm_s: float = 3.0, rounds: int = 3) -> dict:
     """Fill the spaces, start the server, B's latency idle then under A's load; the figures."""
     from etamem import Memory, tenancy
 
@@ -130,21 +132,24 @@ def run(work: Path, *, searches: int = 40, hostile: int = 4, a_turns: int = 400,
     try:
         wait_until_healthy(proc, url, work / "server.log", timeout_s=300)
         _search_b(url, keys["b"], 5)  # warm-up
-        idle = _search_b(url, keys["b"], searches)
-        stop, lock = threading.Event(), threading.Lock()
-        clients = [threading.Thread(target=_hostile, args=(url, keys["a"], stop, tally, lock, i), daemon=True)
-                   for i in range(hostile)]
-        if writer:
-            clients.append(threading.Thread(target=_writer, args=(url, keys["a"], stop, tally, lock), daemon=True))
-        for t in clients:
-            t.start()
-        time.sleep(warm_s)  # A's first heavy requests are in
-        t0 = time.perf_counter()
-        loaded = _search_b(url, keys["b"], searches)
-        loaded_s = time.perf_counter() - t0
-        stop.set()
-        for t in clients:
-            t.join(600)
+        idle, loaded, loaded_s = [], [], 0.0
+        for _ in range(rounds):  # idle and loaded phases alternate: a shared machine's drift hits both
+            idle += _search_b(url, keys["b"], searches)
+            stop, lock = threading.Event(), threading.Lock()
+            clients = [threading.Thread(target=_hostile, args=(url, keys["a"], stop, tally, lock, i), daemon=True)
+                       for i in range(hostile)]
+            if writer:
+                clients.append(threading.Thread(target=_writer, args=(url, keys["a"], stop, tally, lock),
+                                                daemon=True))
+            for t in clients:
+                t.start()
+            time.sleep(warm_s)  # A's first heavy requests are in
+            t0 = time.perf_counter()
+            loaded += _search_b(url, keys["b"], searches)
+            loaded_s += time.perf_counter() - t0
+            stop.set()
+            for t in clients:
+                t.join(600)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -156,7 +161,8 @@ def run(work: Path, *, searches: int = 40, hostile: int = 4, a_turns: int = 400,
     return {"bounds": bounds, "idle_p50_ms": round(percentile(idle, 0.5), 1),
             "idle_p95_ms": round(percentile(idle, 0.95), 1),
             "loaded_p50_ms": round(percentile(loaded, 0.5), 1), "loaded_p95_ms": round(percentile(loaded, 0.95), 1),
-            "p50_ratio": round(percentile(loaded, 0.5) / percentile(idle, 0.5), 2), "searches": searches,
+            "p50_ratio": round(percentile(loaded, 0.5) / percentile(idle, 0.5), 2), "searches": searches * rounds,
+            "rounds": rounds,
             "loaded_seconds": round(loaded_s, 1), "hostile_clients": hostile, "writer": writer, "a_turns": a_turns,
             "a_searches_answered": len(a_ok), "a_search_p50_s": round(percentile(a_ok, 0.5), 2) if a_ok else None,
             "a_refused_429": len(tally.get(429, [])),
@@ -177,7 +183,8 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--searches", type=int, default=40, help="B's searches, idle and loaded")
+    p.add_argument("--searches", type=int, default=30, help="B's searches per phase, idle and loaded")
+    p.add_argument("--rounds", type=int, default=3, help="idle / loaded phase pairs, alternating")
     p.add_argument("--hostile", type=int, default=4, help="A's clients sending heavy searches")
     p.add_argument("--a-turns", type=int, default=400, help="turns in A's space")
     p.add_argument("--bounds", choices=["default", "off", "both"], default="both")
@@ -189,7 +196,8 @@ def main(argv=None) -> int:
     for bounds in (["off", "default"] if args.bounds == "both" else [args.bounds]):
         with tempfile.TemporaryDirectory() as tmp:
             rows.append(run(Path(tmp), searches=args.searches, hostile=args.hostile, a_turns=args.a_turns,
-                            bounds=bounds, writer=args.writer, warm_s=args.seconds_warm))
+                            bounds=bounds, writer=args.writer, warm_s=args.seconds_warm,
+                            rounds=args.rounds))
         print(json.dumps(rows[-1]), file=sys.stderr)
     print(table(rows))
     out = args.out or OUT / "tenant_fairness.json"
