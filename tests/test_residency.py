@@ -202,3 +202,38 @@ def test_budget_config_is_validated(field):
     assert Config.from_dict({field: 0}).to_dict()[field] == 0
     with pytest.raises(ValueError, match=f"config {field}=-1: expected >= 0"):
         Config.from_dict({field: -1})
+
+
+def test_an_evicted_space_leaves_no_vectors_in_the_process(tmp_path):
+    """Spaces created one after another past the budget (two turns and a search each, as an agent
+    server's new users): the encoder's in-process cache holds entries of live spaces only, so it
+    stays within the budget's worth however many spaces were created; the vectors stay in the
+    store's cache and a reopened space finds them there (nothing encoded again)."""
+    from etamem.models.encoders import CachedEncoder
+
+    enc = CachedEncoder(HashingEncoder())
+    mem = memory(tmp_path / "s", encoder=enc, max_live_spaces=4)
+    enc.persist = mem.store
+    for k in range(40):
+        mem.add([{"speaker": "Ana", "text": f"I adopted a cat named Miso{k}; she loves tuna.", "session_id": "s"},
+                 {"speaker": "Ben", "text": f"My dog Rex{k} prefers chicken.", "session_id": "s"}], space=f"new{k}")
+        mem.search("what does the cat eat", space=f"new{k}")
+    live = mem.residency().live
+    assert live <= 4 and mem.residency().evictions >= 36
+    assert len(enc.scopes()) <= live, enc.scopes()  # not one scope per space ever created
+    assert enc.entries() <= 6 * live
+    encoded = enc.encoded_texts
+    assert [h.amu.text for h in mem.search("what does the cat eat", space="new0")]  # reopened: store's cache
+    assert enc.encoded_texts == encoded + 1  # the query only (a read's vectors are not persisted)
+    mem.close()
+
+
+def test_freed_pages_are_handed_back_every_so_many_evictions():
+    from etamem.live.residency import FreedPages
+
+    freed = FreedPages(every=3)
+    if freed._trim is None:
+        pytest.skip("no glibc malloc_trim here")
+    for n in (1, 1, 0, 1, 2, 5):
+        freed.evicted(n)
+    assert freed.trims == 2
