@@ -155,3 +155,32 @@ def test_read_bounds_wait_then_refuse_and_hold_no_entry_for_an_idle_key():
     anyio.run(main)
     with pytest.raises(ValueError):
         ReadBounds(max_reads=-1)
+
+
+def test_mcp_tools_share_the_same_read_bounds(memory, keys):
+    """The MCP server's search tool: a key holding its two reads gets a "busy:" tool error for a
+    third (after the 1 s wait), and the held ones then complete."""
+    import asyncio
+    import json
+
+    pytest.importorskip("mcp", reason="the MCP extra: pip install 'etamem[mcp]'")
+    from mcp import Client
+
+    from etamem.serve.mcp_server import build_server
+
+    release, inside = held_searches(memory)
+
+    async def session():
+        async with Client(build_server(memory, stdio_key=keys["alice"])) as c:
+            args = {"space": "alice", "query": "grey cat"}
+            held = [asyncio.create_task(c.call_tool("search_memory", args)) for _ in range(2)]
+            for _ in range(2):
+                assert await asyncio.to_thread(inside.acquire, True, 10)
+            third = await c.call_tool("search_memory", args)
+            release.set()
+            done = await asyncio.gather(*held)
+            return third, done
+
+    third, done = asyncio.run(session())
+    assert third.is_error and "busy: this key already has 2 reads in flight" in third.content[0].text
+    assert all(not r.is_error and json.loads(r.content[0].text)["hits"] for r in done)
