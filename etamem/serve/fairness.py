@@ -4,9 +4,10 @@ read threads, nor runs more than its share of read work at once.
 A key may have at most `max_reads` reads (search, answer, context, list, get, ...) in flight, and
 its searches in flight at most `max_work` of work, a search's work being its query's characters
 times its `top_k`; a search whose work alone is over the bound is let in only when the key has
-nothing else running, read or write (a tenant's heaviest searches and its adds take turns). A
-read beyond a bound waits in the event loop (no thread held) up to `wait_s` for one of its key's
-requests to end, then is refused with `ReadRefused` (429 + Retry-After): a tenant sending heavy
+nothing else running, read or write (a tenant's heaviest searches and its adds take turns), and
+not before as long as the key's last such search took has passed since it ended (they run at
+most half the time). A read beyond a bound waits in the event loop (no thread held) up to
+`wait_s` for room, then is refused with `ReadRefused` (429 + Retry-After): a tenant sending heavy
 searches from many clients holds at most its share of the read pool, a client that retries at
 once without heeding Retry-After sends at most one request per `wait_s` per connection, and the
 other tenants' searches find a thread free. Requests in flight are counted in the event loop (no
@@ -15,6 +16,7 @@ lock); a key with nothing in flight or waiting holds no entry.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 
 
@@ -40,6 +42,7 @@ class ReadBounds:
             raise ValueError("max_reads_per_key, max_read_work and read_wait_s: 0 (no bound / no wait) or more")
         self.max_reads, self.max_work, self.wait_s = max_reads, max_work, wait_s
         self._keys: dict[str, _InFlight] = {}
+        self._rest: dict[str, float] = {}  # key -> monotonic time before which its next heavy search waits
 
     def __len__(self) -> int:
         """Keys with reads or writes in flight now."""
@@ -50,7 +53,14 @@ class ReadBounds:
         entry = self._keys.get(key_id)
         return (entry.reads, entry.work) if entry else (0, 0)
 
-    def _refusal(self, entry: _InFlight, work: int) -> str | None:
+    def _heavy(self, work: int) -> bool:
+        return bool(self.max_work) and work > self.max_work
+
+    def _resting(self, key_id: str, work: int) -> float:
+        """Seconds `key_id`'s heavy search of `work` must still wait after its last one (0: none)."""
+        return max(0.0, self._rest.get(key_id, 0.0) - time.monotonic()) if self._heavy(work) else 0.0
+
+    def _refusal(self, key_id: str, entry: _InFlight, work: int) -> str | None:
         """Why a read of `work` cannot start now (None: it can)."""
         if self.max_reads and entry.reads >= self.max_reads:
             return (f"this key already has {entry.reads} reads in flight (at most {self.max_reads} at once); "
@@ -58,6 +68,9 @@ class ReadBounds:
         if self.max_work and work and (entry.reads or entry.writes) and entry.work + work > self.max_work:
             return (f"this key's requests in flight are at their bound of search work ({self.max_work} query characters "
                     f"x top_k); retry after one is answered, or ask with a shorter query or a smaller top_k")
+        if self._resting(key_id, work):
+            return (f"this key's searches over the work bound ({self.max_work} query characters x top_k) run at most "
+                    f"half the time; retry in a moment, or ask with a shorter query or a smaller top_k")
         return None
 
     @contextlib.asynccontextmanager
@@ -67,16 +80,20 @@ class ReadBounds:
         import anyio
 
         entry = self._keys.setdefault(key_id, _InFlight())
-        why = self._refusal(entry, work)
+        why = self._refusal(key_id, entry, work)
         if why is not None and self.wait_s:
             entry.waiting += 1
             try:
                 with anyio.move_on_after(self.wait_s):
                     while why is not None:
-                        if entry.freed is None:
-                            entry.freed = anyio.Event()
-                        await entry.freed.wait()
-                        why = self._refusal(entry, work)
+                        resting = self._resting(key_id, work)
+                        if resting and self._refusal(key_id, _InFlight(), work) == why:  # only the rest
+                            await anyio.sleep(resting)
+                        else:
+                            if entry.freed is None:
+                                entry.freed = anyio.Event()
+                            await entry.freed.wait()
+                        why = self._refusal(key_id, entry, work)
             finally:
                 entry.waiting -= 1
         if why is not None:
@@ -84,11 +101,16 @@ class ReadBounds:
             raise ReadRefused(why)
         entry.reads += 1
         entry.work += work
+        started = time.monotonic()
         try:
             yield
         finally:
             entry.reads -= 1
             entry.work -= work
+            if self._heavy(work):  # the key's next heavy search waits as long as this one took
+                now = time.monotonic()
+                self._rest = {k: t for k, t in self._rest.items() if t > now}
+                self._rest[key_id] = now + (now - started)
             self._wake(entry)
             self._forget_if_idle(key_id, entry)
 

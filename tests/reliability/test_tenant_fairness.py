@@ -149,6 +149,12 @@ def test_read_bounds_wait_then_refuse_and_hold_no_entry_for_an_idle_key():
             async with bounds.read("w", 10):  # a light one does not
                 pass
         async with bounds.read("w", 1000):  # alone: let in
+            await anyio.sleep(0.2)
+        with pytest.raises(ReadRefused, match="half the time"):  # the next one rests as long as it ran
+            async with bounds.read("w", 1000):
+                pass
+        await anyio.sleep(0.25)
+        async with bounds.read("w", 1000):
             pass
         assert len(bounds) == 0
 
