@@ -63,6 +63,8 @@ def run(work: Path, spaces: int, budget: int, encoder: str, every: int) -> dict:
         mem.search("What does the cat eat?", space=f"user{k:05d}")
         if k + 1 == budget or (k + 1) % every == 0 or k + 1 == spaces:
             points.append((k + 1, round(rss_mb(), 1)))
+            print(f"{k + 1} spaces: RSS {points[-1][1]} MB ({time.perf_counter() - t0:.0f} s)", file=sys.stderr,
+                  flush=True)
     seconds = time.perf_counter() - t0
     stats = mem.residency()
     mem.close()

@@ -71,7 +71,7 @@ class Engine:
                                                      size=LiveSpace.nbytes)
         self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
                                   "saved_on_eviction": 0}
-        self._freed = FreedPages()  # the heap's free pages handed back every 32 evictions
+        self._freed = FreedPages(32)  # cycles collected, free pages handed back, every 32 evictions
         self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
