@@ -13,7 +13,7 @@ bag-of-words of `benchmarks/many_spaces.py` (the engine measured, not the model;
 10,000 spaces). Space k gets two turns (add, one call) and one search. RSS (VmRSS) is read
 before the first space, at the budget, and every `--every` spaces. Reported: the growth over the
 first `--budget` spaces, the growth from the budget to the end, its per-space figure, and the
-ratio (target: growth from space 100 to 1,500 <= half of the first 100's, issue 46). The machine
+ratio (target: growth from space 100 to 1,500 <= half of the first 100's). The machine
 is shared with other work (its CPU, not its memory, varies).
 """
 from __future__ import annotations
