@@ -28,7 +28,7 @@ from etamem import tenancy
 from etamem.config import Config
 from etamem.ingest.inputs import space_as_stored
 from etamem.live import derived
-from etamem.live.residency import LiveTable, ResidencyStats
+from etamem.live.residency import FreedPages, LiveTable, ResidencyStats
 from etamem.live.space import LiveSpace
 from etamem.method import make_method
 from etamem.models import cache_scope
@@ -71,6 +71,7 @@ class Engine:
                                                      size=LiveSpace.nbytes)
         self._residency_counts = {"opens": 0, "opens_from_files": 0, "follows": 0, "evictions": 0,
                                   "saved_on_eviction": 0}
+        self._freed = FreedPages(32)  # cycles collected, free pages handed back, every 32 evictions
         self._no_files: set[str] = set()  # spaces to open without their derived files (they failed a search)
         self._opening: dict[str, threading.Lock] = {}  # space -> lock held while it is opened
         self._writers: dict[str, threading.Lock] = {}  # space -> mutex held across a whole write
@@ -285,8 +286,8 @@ class Engine:
 
     def _evict(self, keep: str) -> None:
         """Drop least recently used live spaces while over the budget, never `keep` nor one in use."""
-        for name, live in self._live.eviction_order(keep):
-            self._evict_one(name, live)
+        dropped = sum(self._evict_one(name, live) for name, live in self._live.eviction_order(keep))
+        self._freed.evicted(dropped)
 
     def _evict_one(self, space: str, live: LiveSpace) -> bool:
         """Save the space's indexes (store directory, stale files) and drop it from the live table,
@@ -320,6 +321,8 @@ class Engine:
                 if opening is not None and not opening.locked():
                     del self._opening[space]
                 del self._writers[space]  # held by us: a thread waiting for it takes a new one (`_held`)
+            if not self.config.shared_caches:  # its vectors stay in the store's cache, read on reopen
+                self._forget_vectors(space)
             log.debug("space %s evicted (least recently used%s; %d live)", space,
                       ", indexes saved" * saved, len(self._live))
             return True

@@ -202,3 +202,60 @@ def test_budget_config_is_validated(field):
     assert Config.from_dict({field: 0}).to_dict()[field] == 0
     with pytest.raises(ValueError, match=f"config {field}=-1: expected >= 0"):
         Config.from_dict({field: -1})
+
+
+def test_an_evicted_space_leaves_no_vectors_in_the_process(tmp_path):
+    """Spaces created one after another past the budget (two turns and a search each, as an agent
+    server's new users): the encoder's in-process cache holds entries of live spaces only, so it
+    stays within the budget's worth however many spaces were created; the vectors stay in the
+    store's cache and a reopened space finds them there (nothing encoded again)."""
+    from etamem.models.encoders import CachedEncoder
+
+    enc = CachedEncoder(HashingEncoder())
+    mem = memory(tmp_path / "s", encoder=enc, max_live_spaces=4)
+    enc.persist = mem.store
+    for k in range(40):
+        mem.add([{"speaker": "Ana", "text": f"I adopted a cat named Miso{k}; she loves tuna.", "session_id": "s"},
+                 {"speaker": "Ben", "text": f"My dog Rex{k} prefers chicken.", "session_id": "s"}], space=f"new{k}")
+        mem.search("what does the cat eat", space=f"new{k}")
+    live = mem.residency().live
+    assert live <= 4 and mem.residency().evictions >= 36
+    assert len(enc.scopes()) <= live, enc.scopes()  # not one scope per space ever created
+    assert enc.entries() <= 6 * live
+    encoded = enc.encoded_texts
+    assert [h.amu.text for h in mem.search("what does the cat eat", space="new0")]  # reopened: store's cache
+    assert enc.encoded_texts == encoded + 1  # the query only (a read's vectors are not persisted)
+    mem.close()
+
+
+def test_freed_pages_are_handed_back_every_so_many_evictions():
+    from etamem.live.residency import FreedPages
+
+    freed = FreedPages(every=3)
+    for n in (1, 1, 0, 1, 2, 5):
+        freed.evicted(n)
+    assert freed.trims == 2
+
+
+def test_evicted_spaces_do_not_wait_for_the_interpreters_full_collection(tmp_path):
+    """A dropped live space's indexes sit in reference cycles: with the interpreter's automatic
+    collection off (its full collections are rare), 100 new spaces under a budget of 4 leave the
+    vector indexes of at most the budget plus one batch of 32 evictions alive (4 per space), not
+    of every space ever opened."""
+    import gc
+
+    from etamem.retrieval.vector_index import VectorIndex
+
+    mem = memory(tmp_path / "s", max_live_spaces=4)
+    gc.collect()
+    gc.disable()
+    try:
+        for k in range(100):
+            mem.add([{"speaker": "Ana", "text": f"I adopted a cat named Miso{k}.", "session_id": "s"}], space=f"n{k}")
+            mem.search("cat", space=f"n{k}")
+        alive = sum(isinstance(o, VectorIndex) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert mem.residency().evictions >= 96
+    assert alive <= 4 * (4 + 32), alive
+    mem.close()

@@ -24,7 +24,8 @@ def cmd_serve(args) -> int:
     note(args, f"etamem serve: {shown} on http://{args.host}:{args.port} (OpenAPI: /docs, /openapi.json); "
                f"admin key {'from ' + ADMIN_KEY_ENV if admin_key else 'not set'}")
     serve(args.store, host=args.host, port=args.port, config=config_from_args(args), admin_key=admin_key,
-          workers=args.workers, max_request_bytes=int(args.max_request_mb * (1 << 20)))
+          workers=args.workers, max_request_bytes=int(args.max_request_mb * (1 << 20)),
+          max_reads_per_key=args.max_reads_per_key, max_read_work=args.max_read_work)
     return 0
 
 
@@ -69,6 +70,12 @@ def add_serve_commands(sub, common) -> None:
     s.add_argument("--port", type=int, default=8420)
     s.add_argument("--workers", type=int, default=4, help="threads running engine calls")
     s.add_argument("--max-request-mb", type=float, default=8.0, help="largest request body accepted")
+    s.add_argument("--max-reads-per-key", type=int, default=None,
+                   help="reads one API key may have in flight (default: half of --workers, at least 1; 0: no "
+                        "bound); beyond: 429 + Retry-After")
+    s.add_argument("--max-read-work", type=int, default=1_000_000,
+                   help="search work one API key may have in flight, in query characters x top_k (0: no bound; "
+                        "one search over it runs alone); beyond: 429 + Retry-After")
     common(s)
     s.set_defaults(func=cmd_serve)
 

@@ -8,7 +8,12 @@ files before `pop` (see `etamem.engine`). Thread-safe: every operation holds the
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
+import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Generic, Iterator, TypeVar
@@ -16,6 +21,7 @@ from typing import Callable, Generic, Iterator, TypeVar
 import numpy as np
 
 V = TypeVar("V")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,46 @@ class LiveTable(Generic[V]):
                 return
             if name != keep:
                 yield name, value
+
+
+class FreedPages:
+    """Once every `every` evictions, collects the evicted spaces' reference cycles (a full
+    `gc.collect`: a dropped live space is otherwise freed only at the interpreter's next full
+    collection, tens of MB later) and hands the C heap's free pages back to the system (glibc's
+    `malloc_trim`; nothing where there is none: a heap fragmented by spaces opened and dropped
+    keeps its pages). Without it, RSS grows by ~90 KB per space created past the budget
+    (benchmarks/new_spaces.py)."""
+
+    def __init__(self, every: int = 32):
+        self.every, self._since, self.trims = every, 0, 0
+        self._lock = threading.Lock()
+        self._trim = _malloc_trim()
+
+    def evicted(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        with self._lock:
+            self._since += n
+            if self._since < self.every:
+                return
+            self._since = 0
+            self.trims += 1
+        t0 = time.perf_counter()
+        gc.collect()
+        if self._trim is not None:
+            self._trim(0)
+        log.debug("evictions: cycles collected and free pages handed back in %.1f ms", (time.perf_counter() - t0) * 1e3)
+
+
+def _malloc_trim():
+    """glibc's `malloc_trim`, or None (another C library, or not found)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def array_bytes(obj: object, limit: int = 1_000_000) -> int:

@@ -175,6 +175,16 @@ class CachedEncoder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+    def entries(self) -> int:
+        """In-process entries held now."""
+        with self._lock:
+            return len(self._lru)
+
+    def scopes(self) -> set[str | None]:
+        """The cache scopes (spaces; None: shared) with in-process entries now."""
+        with self._lock:
+            return {scope for scope, _ in self._lru}
+
     def forget(self, space: str | None, keys: list[str] | None = None) -> int:
         """Drop the in-process entries of `space` (all of them, or those of `keys`, see
         `etamem.models.cache_scope.key`); returns how many went. The persistent cache is the store's

@@ -12,10 +12,14 @@ before the body is read, bodies over `max_request_bytes` get 413, buffered bodie
 budget, slow request heads and bodies time out. Reads (search, answer, list, ...) and writes
 (add, delete) run in separate worker-thread pools, and the writes to one space wait in that
 space's own queue, outside the pools: a tenant sending large adds back to back holds one write
-thread, never a search thread. Ids are taken whole in the path (`/units/{amu_id:path}`), so any
-id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched and deleted; `.` and `..` are no
-ids or space names (clients drop such segments), `/x/` is never redirected to `/x`, and the
-whole-space delete needs `?confirm=<space>`. A full disk is 507 (`storage_full`).
+thread, never a search thread. A key has at most `max_reads_per_key` reads in flight and its
+searches at most `max_read_work` of work (query characters x top_k) at once; beyond, a read waits
+a moment for its key's reads, then gets 429 with Retry-After (`etamem.serve.fairness`): one
+tenant's heavy searches leave the others read threads. Ids are taken whole in the path
+(`/units/{amu_id:path}`), so any id, `/`, `#`, `?` or `%` included (URL-encoded), can be fetched
+and deleted; `.` and `..` are no ids or space names (clients drop such segments), `/x/` is never
+redirected to `/x`, and the whole-space delete needs `?confirm=<space>`. A full disk is 507
+(`storage_full`).
 
 The models are loaded at startup, before uvicorn accepts connections; `/ready` answers 200 only
 once they are (503 before, and again while shutting down), `/health` whenever the process is up. A write is answered only
@@ -39,6 +43,7 @@ from etamem import tenancy
 from etamem.ingest.inputs import check_id
 from etamem.install_hints import install_hint
 from etamem.records import AMU, Hit, Turn, UnknownIdError, UnknownSpaceError
+from etamem.serve.fairness import ReadBounds, ReadRefused, search_work
 from etamem.serve.metrics import Metrics, span
 from etamem.store.disk_full import DISK_FULL, database_errors, is_disk_full
 from etamem.store.pg_pool import ConnectionLost
@@ -283,14 +288,18 @@ _STATUS_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 
 def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int = 8 << 20, workers: int = 4,
                metrics: Metrics | None = None, close_on_shutdown: bool = True, warm: bool = True,
                write_workers: int | None = None, body_timeout_s: float = 30.0,
-               buffered_bytes: int | None = None, buffer_wait_s: float = 5.0, max_queued_writes: int = 32):
+               buffered_bytes: int | None = None, buffer_wait_s: float = 5.0, max_queued_writes: int = 32,
+               max_reads_per_key: int | None = None, max_read_work: int = 1_000_000, read_wait_s: float = 1.0):
     """The FastAPI app serving `memory` (an `etamem.Memory`); keys live in its store. With `warm`,
     its startup loads the models (`Memory.warm`) and `/ready` answers 503 until then; without,
     `/ready` answers 200 from the start (the models load on first use). `workers` threads run reads, `write_workers`
     (default half as many, at least 1) writes; request bodies buffered at once are at most
     `buffered_bytes` (default 4 x `max_request_bytes`; a body waits `buffer_wait_s` for room, then
     503); a body must arrive within `body_timeout_s`; more than `max_queued_writes` writes waiting
-    for one space: 503."""
+    for one space: 503. A key may have `max_reads_per_key` reads in flight (default half of `workers`,
+    at least 1; 0: no bound) and its searches `max_read_work` of work (query characters x top_k;
+    0: no bound); a read beyond waits `read_wait_s` for one of the key's reads to end, then 429 +
+    Retry-After."""
     fastapi = _fastapi()
     import anyio
     from fastapi import Body, Depends, Header, Path, Query, Request
@@ -306,6 +315,8 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     readers = anyio.CapacityLimiter(workers)
     writers = anyio.CapacityLimiter(write_workers or max(1, workers // 2))
     queues = WriteQueues(max_queued_writes)
+    bounds = ReadBounds(max(1, workers // 2) if max_reads_per_key is None else max_reads_per_key, max_read_work,
+                        read_wait_s)
     serving = {"ready": not warm}  # /ready: the models are loaded (or left to load on first use)
     key_checks = anyio.CapacityLimiter(max(2, workers))
 
@@ -359,17 +370,28 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
             raise tenancy.SpaceForbidden("this route needs the admin key")
         return who
 
-    async def engine(route: str, who: tenancy.Caller, fn: Callable, *args, write: str | None = None, **kwargs):
-        """`fn(*args, **kwargs)` run by `run_scoped`, timed: a read in the read pool; a write
-        (`write`: the space, or "" for store-wide) in the write pool, after the space's queue."""
+    async def engine(route: str, who: tenancy.Caller, fn: Callable, *args, write: str | None = None,
+                     work: int = 0, **kwargs):
+        """`fn(*args, **kwargs)` run by `run_scoped`, timed: a read (of `work`, see `ReadBounds`) in
+        the read pool within the key's bounds; a write (`write`: the space, or "" for store-wide) in
+        the write pool, after the space's queue."""
         t0 = time.perf_counter()
         try:
             if write is None:
-                return await run_scoped(who, route, readers, fn, *args, **kwargs)
+                async with bounds.read(who.key_id, work):
+                    return await run_scoped(who, route, readers, fn, *args, **kwargs)
             async with queues.turn(write):
-                return await run_scoped(who, route, writers, fn, *args, **kwargs)
+                with bounds.write(who.key_id):
+                    return await run_scoped(who, route, writers, fn, *args, **kwargs)
         finally:
             metrics.observe(route, time.perf_counter() - t0)
+
+    def rendered(fn: Callable, shape: Callable[[Any], dict]) -> Callable:
+        """`fn` returning its result shaped by `shape` as a rendered JSON response, so that a large
+        answer (a search of top_k 10,000) is encoded in the worker thread, not in the event loop."""
+        def run(*args, **kwargs):
+            return JSONResponse(shape(fn(*args, **kwargs)))
+        return run
 
     # --- errors -------------------------------------------------------------------------------
     def reply(status: int, code: str, message: str, field: str | None = None, headers=None):
@@ -397,6 +419,11 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     @app.exception_handler(_Busy)
     async def _503(request: Request, exc):
         return reply(503, "busy", str(exc), headers={"Retry-After": "1"})
+
+    @app.exception_handler(ReadRefused)
+    async def _429(request: Request, exc):
+        metrics.count_refusal(429)
+        return reply(429, "busy", str(exc), headers={"Retry-After": "1"})
 
     @app.exception_handler(ConnectionLost)
     async def _503_store(request: Request, exc):  # PostgreSQL dropped the connection mid-transaction
@@ -481,32 +508,36 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
     async def search(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                      who: tenancy.Caller = Depends(caller)):
-        result = await engine("search", who, memory.retrieve, query, space, top_k=top_k, now=now, filters=filters)
-        return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns,
-                "weights": result.weights}
+        def shape(result):
+            return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns,
+                    "weights": result.weights}
+        return await engine("search", who, rendered(memory.retrieve, shape), query, space, top_k=top_k, now=now,
+                            filters=filters, work=search_work(query, top_k, memory.config.top_k))
 
     @app.post("/v1/spaces/{space}/answer")
     async def answer(space: str = SpaceName, question: str = Body(..., embed=True), top_k: int | None = Body(None),
                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                      who: tenancy.Caller = Depends(caller)):
-        ans = await engine("answer", who, memory.answer, question, space=space, now=now, top_k=top_k,
-                           filters=filters)
-        return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
-                "hits": [hit_json(h) for h in ans.hits]}
+        def shape(ans):
+            return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
+                    "hits": [hit_json(h) for h in ans.hits]}
+        return await engine("answer", who, rendered(memory.answer, shape), question, space=space, now=now,
+                            top_k=top_k, filters=filters, work=search_work(question, top_k, memory.config.top_k))
 
     @app.post("/v1/spaces/{space}/context")
     async def context(space: str = SpaceName, query: str = Body(..., embed=True), top_k: int | None = Body(None),
                       now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                       who: tenancy.Caller = Depends(caller)):
-        packet = await engine("context", who, memory.context_packet, query, space, top_k=top_k, now=now,
-                              filters=filters)
-        return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
+        def shape(packet):
+            return {"context": packet.text, "hits": [hit_json(h) for h in packet.hits]}
+        return await engine("context", who, rendered(memory.context_packet, shape), query, space, top_k=top_k,
+                            now=now, filters=filters, work=search_work(query, top_k, memory.config.context_top_k))
 
     @app.get("/v1/spaces/{space}/units")
     async def list_units(space: str = SpaceName, status: str = Query("active", pattern="^(active|superseded|all)$"),
                          who: tenancy.Caller = Depends(caller)):
-        units = await engine("list", who, memory.list, space, status=None if status == "all" else status)
-        return {"units": [unit_json(a) for a in units]}
+        return await engine("list", who, rendered(memory.list, lambda units: {"units": [unit_json(a) for a in units]}),
+                            space, status=None if status == "all" else status)
 
     @app.get("/v1/spaces/{space}/stats")
     async def stats(space: str = SpaceName, who: tenancy.Caller = Depends(caller)):
@@ -596,8 +627,9 @@ def _version() -> str:
 
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8420, config=None, admin_key: str | None = None,
           workers: int = 4, max_request_bytes: int = 8 << 20, graceful_s: float = 30.0,
-          head_timeout_s: float = 10.0, body_timeout_s: float = 30.0) -> None:
-    """Run the HTTP API on `target` (a store directory) until SIGINT/SIGTERM."""
+          head_timeout_s: float = 10.0, body_timeout_s: float = 30.0, max_reads_per_key: int | None = None,
+          max_read_work: int = 1_000_000) -> None:
+    """Run the HTTP API on `target` (a store directory) until SIGINT/SIGTERM (the bounds: `create_app`'s)."""
     try:
         import uvicorn  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -608,5 +640,5 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8420, config=None
     admin_key = checked_admin_key(admin_key, "admin_key")
     memory = Memory(target, config)
     app = create_app(memory, admin_key=admin_key, max_request_bytes=max_request_bytes, workers=workers,
-                     body_timeout_s=body_timeout_s)
+                     body_timeout_s=body_timeout_s, max_reads_per_key=max_reads_per_key, max_read_work=max_read_work)
     run_server(server_config(app, host=host, port=port, graceful_s=graceful_s, head_timeout_s=head_timeout_s))

@@ -6,7 +6,8 @@ Tenancy as in the HTTP API (`etamem.tenancy`): over HTTP each request's `Authori
 key decides the spaces; over stdio the process's key (`ETAMEM_API_KEY`, checked again on every
 call, so a revoked key stops working). Every engine call runs inside the key's scope in a worker
 thread. A bad argument, a refused space or a full disk is a tool error with the message, not a
-crash.
+crash. A key's reads are bounded as in `etamem serve` (`etamem.serve.fairness`, its defaults: 2 in
+flight, search work 1,000,000); beyond, after a wait of 1 s, a tool error starting "busy:".
 """
 # no `from __future__ import annotations`: the mcp package reads the tools' annotations at run time
 import functools
@@ -18,6 +19,7 @@ from etamem import tenancy
 from etamem.install_hints import install_hint
 from etamem.records import UnknownIdError
 from etamem.serve.app import MessageItem, SearchFilters, TurnItem, hit_json, run_scoped, unit_json, version_json
+from etamem.serve.fairness import ReadBounds, ReadRefused, search_work
 from etamem.store.disk_full import DISK_FULL, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -71,11 +73,21 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
                                   f"{API_KEY_ENV} over stdio)")
         return who
 
-    async def engine(operation, ctx, fn, *args, **kwargs):
-        """`fn` in a worker thread inside the caller's scope; the caller's mistakes (no key, a
-        space outside it, a bad value, an unknown id) become tool errors with their message."""
+    bounds = ReadBounds(2, 1_000_000)  # per key, as `etamem serve` with its defaults (etamem.serve.fairness)
+
+    async def engine(operation, ctx, fn, *args, work: int | None = None, **kwargs):
+        """`fn` in a worker thread inside the caller's scope, a read (`work` given, see
+        `ReadBounds`) within its key's bounds; the caller's mistakes (no key, a space outside it,
+        a bad value, an unknown id) and a key over its bounds become tool errors with their message."""
         try:
-            return await run_scoped(caller_of(ctx), operation, limiter, fn, *args, **kwargs)
+            who = caller_of(ctx)
+            if work is None:
+                with bounds.write(who.key_id):
+                    return await run_scoped(who, operation, limiter, fn, *args, **kwargs)
+            async with bounds.read(who.key_id, work):
+                return await run_scoped(who, operation, limiter, fn, *args, **kwargs)
+        except ReadRefused as exc:
+            raise ToolError(f"busy: {exc}") from None
         except (ValueError, PermissionError, UnknownIdError) as exc:
             raise ToolError(str(exc)) from None
         except Exception as exc:
@@ -103,7 +115,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         (for "last week"); `filters` keeps only units of these speakers / sessions / times / metadata
         (top_k of them whenever that many match)."""
         result = await engine("search", ctx, memory.retrieve, query, space, top_k=top_k, now=now,
-                              filters=plain(filters))
+                              filters=plain(filters), work=search_work(query, top_k, memory.config.top_k))
         return {"hits": [hit_json(h) for h in result.hits], "pending_turns": result.pending_turns}
 
     @server.tool()
@@ -112,7 +124,8 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         """A prompt-ready memory packet (facts with their dates) for the query, to put in a system
         prompt; `now` is the date the question is asked; `filters` as for search_memory."""
         return {"context": await engine("context", ctx, memory.context, query, space, top_k=top_k, now=now,
-                                        filters=plain(filters))}
+                                        filters=plain(filters),
+                                        work=search_work(query, top_k, memory.config.context_top_k))}
 
     @server.tool()
     async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
@@ -124,7 +137,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     async def memory_history(space: str, unit_id: str, ctx: Context) -> dict:
         """The versions of a remembered fact, oldest first (e.g. where the user lived before and
         lives now), each with its status: "active" (current) or "superseded"."""
-        versions = await engine("get", ctx, memory.history, unit_id, space)
+        versions = await engine("get", ctx, memory.history, unit_id, space, work=0)
         return {"versions": [version_json(v) for v in versions]}
 
     @server.tool()
@@ -133,7 +146,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         """Answer a question from a space's memory, with the evidence used (only units `filters`
         lets through, as for search_memory)."""
         ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k,
-                           filters=plain(filters))
+                           filters=plain(filters), work=search_work(question, top_k, memory.config.top_k))
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
                 "evidence": [hit_json(h) for h in ans.hits[:5]]}
 

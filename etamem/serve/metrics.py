@@ -21,7 +21,7 @@ class Metrics:
     def __init__(self):
         self._lock = threading.Lock()
         self._requests: dict[tuple[str, str, int], int] = defaultdict(int)
-        self._refused: dict[int, int] = defaultdict(int)  # status (401, 403) -> count
+        self._refused: dict[int, int] = defaultdict(int)  # status (401, 403, 429) -> count
         self._hist: dict[str, list[int]] = {}
         self._sum: dict[str, float] = defaultdict(float)
 
@@ -30,7 +30,7 @@ class Metrics:
             self._requests[(route, method, int(status))] += 1
 
     def count_refusal(self, status: int) -> None:
-        """Refusals (401/403) counted apart, by status only (paths name spaces)."""
+        """Refusals (401/403, 429 beyond a key's read bounds) counted apart, by status only (paths name spaces)."""
         with self._lock:
             self._refused[int(status)] += 1
 
@@ -52,8 +52,8 @@ class Metrics:
                  "# TYPE etamem_requests_total counter"]
         for (route, method, status), n in sorted(snap["requests"].items()):
             lines.append(f'etamem_requests_total{{route="{_esc(route)}",method="{method}",status="{status}"}} {n}')
-        lines += ["# HELP etamem_refused_total Requests refused for a missing or invalid key (401) or a space "
-                  "outside the key's (403).", "# TYPE etamem_refused_total counter"]
+        lines += ["# HELP etamem_refused_total Requests refused for a missing or invalid key (401), a space "
+                  "outside the key's (403) or a key over its read bounds (429).", "# TYPE etamem_refused_total counter"]
         for status, n in sorted(snap["refused"].items()):
             lines.append(f'etamem_refused_total{{status="{status}"}} {n}')
         lines += ["# HELP etamem_operation_seconds Engine time per operation (gen_ai.memory.* names).",
