@@ -20,14 +20,16 @@ from etamem.models import local_llm
 from etamem.models.llm import PLACEHOLDER_API_KEY
 
 
-def run(model_name: str, threads: int = 2) -> dict:
-    """The demo through `model_name` (a known model or its alias): the measured record."""
+def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
+    """The demo through `model_name` (a known model or its alias): the measured record. `cache`: an
+    LLM reply cache file kept between runs (a rerun with the same prompts asks the model nothing)."""
     model = local_llm.known_model(model_name)
     doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
     space = doc["space"]
     with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
         cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
-                     llm_timeout_s=300, llm_response_format="json_object", top_k=10)
+                     llm_response_format="json_object", top_k=10,
+                     llm_cache_path=cache)
         with Memory(config=cfg) as mem:
             t0 = time.perf_counter()
             for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
@@ -63,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="qwen-0.5b", help="a known model or its alias (etamem llm models)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=None, help="write the record as JSON here")
+    p.add_argument("--cache", default=None, help="an LLM reply cache file to keep between runs (default: none)")
     args = p.parse_args(argv)
-    record = run(args.model, args.threads)
+    record = run(args.model, args.threads, args.cache)
     text = json.dumps(record, indent=1, default=str)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

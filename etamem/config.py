@@ -15,9 +15,13 @@ import os
 import types
 import typing
 from dataclasses import dataclass
+from ipaddress import ip_address
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 MAX_TURN_CHARS = 100_000  # default of Config.max_turn_chars (also etamem.ingest.inputs' default)
+REMOTE_TIMEOUT_S = 60.0  # Config.resolved_llm_timeout_s for a remote endpoint ...
+LOCAL_TIMEOUT_S = 600.0  # ... and for one on a loopback address (a CPU server; docs/llm.md)
 
 
 @dataclass
@@ -72,7 +76,9 @@ class Config:
         llm_temperature: Sampling temperature of the calls (FTA-Mem's construction calls use
             `fta_construction_temperature`).
         llm_max_tokens: Most tokens per reply.
-        llm_timeout_s: Seconds per request (> 0).
+        llm_timeout_s: Seconds per request (> 0); 0, the default: `REMOTE_TIMEOUT_S` (60 s) for
+            a remote endpoint, `LOCAL_TIMEOUT_S` (600 s) for one on this machine (a loopback
+            address: a CPU server takes 10-100 s a call, see docs/llm.md).
         llm_max_retries: Retries of a failed request.
         llm_backoff_s: First backoff between retries, in seconds; doubles per retry.
         llm_backoff_max_s: The backoff's cap, in seconds.
@@ -313,7 +319,7 @@ class Config:
     llm_api_key: str | None = None  # None: $OPENAI_API_KEY
     llm_temperature: float = 0.0
     llm_max_tokens: int = 1024
-    llm_timeout_s: float = 60.0
+    llm_timeout_s: float = 0.0  # 0: 60 s remote, 600 s on a loopback address (`resolved_llm_timeout_s`)
     llm_max_retries: int = 5
     llm_backoff_s: float = 1.0  # first backoff; doubles per retry, capped at llm_backoff_max_s
     llm_backoff_max_s: float = 30.0
@@ -608,7 +614,9 @@ class Config:
         for name, (low, note) in _AT_LEAST.items():
             if getattr(self, name) < low:
                 raise ValueError(f"config {name}={shown(getattr(self, name))}: expected >= {low}{note}")
-        for name in ("llm_timeout_s", "routing_temperature"):
+        if self.llm_timeout_s < 0:
+            raise ValueError(f"config llm_timeout_s={shown(self.llm_timeout_s)}: expected > 0 (0: chosen by endpoint)")
+        for name in ("routing_temperature",):
             if getattr(self, name) <= 0:
                 raise ValueError(f"config {name}={shown(getattr(self, name))}: expected > 0")
         for name, (low, high) in _BETWEEN.items():
@@ -668,6 +676,20 @@ class Config:
             raise ValueError(f"ETAMEM_LLM_CONTEXT_TOKENS={raw!r}: expected a whole number of tokens >= 0")
         return int(raw)
 
+    def resolved_llm_timeout_s(self) -> float:
+        """Seconds per LLM request: `llm_timeout_s`, else `LOCAL_TIMEOUT_S` when the endpoint is on a
+        loopback address (a local CPU server: measured 10-53 s a call for the 0.5B and 1.5B models
+        on two cores, ~100 s on a busy machine), else `REMOTE_TIMEOUT_S`.
+
+        Returns:
+            Seconds (> 0).
+        """
+        if self.llm_timeout_s:
+            return self.llm_timeout_s
+        host = urlsplit(self.resolved_llm_base_url() or "").hostname or ""
+        local = host == "localhost" or host.endswith(".localhost") or _is_loopback(host)
+        return LOCAL_TIMEOUT_S if local else REMOTE_TIMEOUT_S
+
     def resolved_llm_base_url(self) -> str | None:
         """The LLM endpoint: `llm_base_url`, else `$OPENAI_BASE_URL`, else None.
 
@@ -724,6 +746,13 @@ def parse_overrides(items: list[str] | None, config_file: str | os.PathLike | No
 
 
 # --- validation helpers --------------------------------------------------------------------
+def _is_loopback(host: str) -> bool:
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 _CHOICES = {
     "affect_backend": ("auto", "roberta", "vader"),
     "extractor": ("auto", "rule", "llm"),

@@ -23,7 +23,7 @@ TS = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo10-dev.json"
 
 NO_REJECTIONS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
-                 "rejected_swapped_speaker": 0}
+                 "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
 
 
 def turn(text: str, speaker: str = "Caroline", turn_id: str = "D1:1", **extra) -> Turn:

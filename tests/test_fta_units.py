@@ -28,7 +28,7 @@ from llm_server import Reply
 T0 = datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc)  # a Monday
 
 NO_REJECTIONS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
-                 "rejected_swapped_speaker": 0}
+                 "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
 
 
 @pytest.fixture(scope="module")

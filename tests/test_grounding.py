@@ -166,6 +166,12 @@ DEMO_PARAPHRASES = [  # what a good model writes for the demo's turns
     ("s3:6", "Jonas was frustrated that the flat he wanted in Bremen went to someone else."),
     ("s3:8", "Jonas will view two flats in the Neustadt district the week of 22 April 2024."),
     ("s3:9", "Pixel now sleeps on Maya's bed every night."),
+    # context that resolves what the turn leaves implicit: the job of "On 1 June", whose knee
+    ("s2:3", "Jonas will start his job at the Marine Research Institute in Bremen on 1 June 2024."),
+    ("s3:3", "Maya's knee did not hurt in the race because the hip exercises worked."),
+    ("s3:6", "Jonas felt frustrated because the flat he wanted in Bremen went to someone else."),
+    ("s1:8", "Jonas asked whether Maya is still training for the Lisbon half marathon."),
+    ("s1:8", "Maya is training for the Lisbon half marathon."),
 ]
 
 
@@ -181,6 +187,12 @@ def test_paraphrases_of_the_demo_are_accepted(turn_id, unit):
     ("s1:5", "Maya adopted a grey cat named Luna from the shelter on Elm Street.", "invented_entity"),
     ("s1:13", "Maya feels relieved because the adoption interview went well.", "copied_example"),
     ("s2:11", "Maya shared a photo of her cat on Saturday.", "invented_entity"),
+    # the 1.5B's kept units read by hand: another turn's fact under this turn, the listener's fact
+    # given to the speaker
+    ("s1:6", "Jonas adopted a grey cat named Pixel.", "other_turn"),
+    ("s2:10", "Pixel slept on Maya's keyboard while she was working.", "other_turn"),
+    ("s1:8", "Jonas is training for the Lisbon half marathon.", "swapped_speaker"),
+    ("s2:5", "Jonas got a job offer from the Marine Research Institute in Bremen.", "other_turn"),
 ])
 def test_demo_failures_are_rejected(turn_id, unit, reason):
     assert check_unit(unit, _demo_source(turn_id)).reason == reason
@@ -190,12 +202,22 @@ def test_demo_failures_are_rejected(turn_id, unit, reason):
     ("_copied", "Maya believes life is too short to wait.", "I love my life in Lisbon.", "Maya"),
     ("_swapped", "Jonas ran his first half-marathon", "I ran my first half-marathon last Sunday!", "Maya"),
     ("_invented", "Maya adopted a kitten named Luna", "I got a new kitten!", "Maya"),
+    ("_listener_fact", "Jonas is training for the Lisbon half marathon.",
+     "That sounds adorable. Are you still training for the Lisbon half marathon?", "Jonas"),
 ])
 def test_each_protection_is_what_rejects_its_case(monkeypatch, check, unit, text, speaker):
     """Red when disabled: with that one check off, its case gets in."""
     assert not check_unit(unit, source(text, speaker))
     monkeypatch.setattr(grounding, check, lambda *args: None)
     assert check_unit(unit, source(text, speaker))
+
+
+def test_the_other_turn_protection_is_what_rejects_another_turns_fact(monkeypatch):
+    """Red when disabled: "Jonas adopted a grey cat named Pixel" for Jonas's "Aww, a cat!" gets in."""
+    unit, src = "Jonas adopted a grey cat named Pixel.", _demo_source("s1:6")
+    assert check_unit(unit, src).reason == "other_turn"
+    monkeypatch.setattr(grounding, "_other_turn", lambda *args: None)
+    assert check_unit(unit, _demo_source("s1:6"))
 
 
 def test_prompt_examples_use_placeholders_and_the_legacy_examples_stay_known():
@@ -218,7 +240,7 @@ def test_a_copied_example_sends_the_turn_to_the_rule_extractor_counted_and_logge
     assert result.fallback and result.units == RuleExtractor().extract(t)
     assert ex.stats == {"turns": 1, "llm_units": 0, "fallback_turns": 1, "fallback_units": len(result.units),
                         "rejected_units": 1, "rejected_copied_example": 1, "rejected_invented_entity": 0,
-                        "rejected_swapped_speaker": 0}
+                        "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
     assert "s3:3" in caplog.text and "copied_example" in caplog.text
 
 
@@ -342,3 +364,13 @@ def test_supersession_replies_name_offered_ids_only_and_their_text_is_not_used()
     assert parse_reply(reply, ["u1", "u2"]) == [("u1", 0.9)]
     with pytest.raises(ValueError):
         parse_reply({"replaced": [{"id": OLD_EXAMPLE}]}, ["u1"])
+
+
+def test_first_person_left_by_the_model_is_written_as_the_speaker():
+    """The 0.5B left "I" in units ("I think I feel ..."): a unit says whose fact it is."""
+    ex = LLMExtractor(FakeLLM({"facts": ["I am so relieved the thesis is done.", "Jonas's supervisor is Dr. Okafor."]}))
+    t = turn("Thanks! I am so relieved it is done. My supervisor, Dr. Okafor, said the defense will be in April.",
+             "Jonas", "s1:4")
+    result = ex.extract_result(t)
+    assert not result.fallback
+    assert result.units == ["Jonas is so relieved the thesis is done.", "Jonas's supervisor is Dr. Okafor."]

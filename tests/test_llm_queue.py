@@ -82,7 +82,7 @@ def test_add_answers_with_rule_units_and_the_llm_units_replace_them(tmp_path):
         assert sorted(a.amu_id for a in landed) == ["a1#m0", "a2#m0", "a3#m0"]
         assert unit_ids(mem) == ["a1#m0", "a2#m0", "a3#m0"]  # no rule unit left beside them
         hit = mem.search("grey cat Miso", space="u")[0]
-        assert hit.amu.text == "Ana says: I adopted a grey cat named Miso last week."
+        assert hit.amu.text == "Ana says: Ana adopted a grey cat named Miso last week."  # the first person a model leaves is the speaker
         stats = mem.stats("u")["extraction"]
         assert stats["queued_turns"] == 0 and stats["queue"]["landed"] == 3
         assert stats["llm"]["extract"]["calls"] == 3 and stats["llm"]["extract"]["seconds"] > 0

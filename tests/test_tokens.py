@@ -100,8 +100,8 @@ def test_extraction_drops_context_turns_then_leaves_a_turn_too_long_to_the_rules
     chat_server.responder = lambda body: json.dumps({"facts": []})
     long_turn = {"turn_id": "long", "session_id": "s1", "speaker": "Ana", "timestamp": "2024-05-08T11:00:00",
                  "text": "I walked along the river to the old mill. " * 200}
-    # each context turn adds 16 words to the 436 of a prompt without one: 467 words hold two of them
-    with _memory(chat_server, llm_context_tokens=467 + 200 + 16, llm_max_tokens=200) as mem:
+    # each context turn adds 16 words to the 443 of a prompt without one: 474 words hold two of them
+    with _memory(chat_server, llm_context_tokens=474 + 200 + 16, llm_max_tokens=200) as mem:
         mem.add(TURNS[:5], space="u")
         asked = len(chat_server.requests)
         assert asked == 5
@@ -115,7 +115,7 @@ def test_extraction_drops_context_turns_then_leaves_a_turn_too_long_to_the_rules
         assert stats["fallback_turns"] == 1 and stats["turns"] == 6
         assert any(a.source_turn_ids == ("long",) for a in mem.list("u"))  # the rules' units: nothing lost
     for request in chat_server.requests:
-        assert len(request["messages"][-1]["content"].split()) <= 467
+        assert len(request["messages"][-1]["content"].split()) <= 474
 
 
 def test_a_client_without_a_known_context_sends_the_prompt_as_built(chat_server):
@@ -132,3 +132,25 @@ def test_the_context_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("ETAMEM_LLM_CONTEXT_TOKENS", "lots")
     with pytest.raises(ValueError, match="ETAMEM_LLM_CONTEXT_TOKENS"):
         Config().resolved_llm_context_tokens()
+
+
+@pytest.mark.parametrize("base_url,expected", [
+    ("http://127.0.0.1:8080/v1", 600.0), ("http://localhost:8000/v1", 600.0), ("http://[::1]:9000/v1", 600.0),
+    ("https://api.openai.com/v1", 60.0), ("http://10.0.0.5:8000/v1", 60.0), (None, 60.0),
+])
+def test_the_request_timeout_follows_the_endpoint(monkeypatch, base_url, expected):
+    """A CPU server on this machine takes 10-100 s a call: a loopback endpoint gets 600 s, a
+    remote one 60 s; a value given is kept."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert Config(llm_base_url=base_url).resolved_llm_timeout_s() == expected
+    assert Config(llm_base_url=base_url, llm_timeout_s=5).resolved_llm_timeout_s() == 5
+    with pytest.raises(ValueError, match="llm_timeout_s"):
+        Config(llm_timeout_s=-1).validate()
+
+
+def test_the_client_takes_the_resolved_timeout(monkeypatch):
+    from etamem.models.llm import LLMClient
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with LLMClient.from_config(Config(llm_model="m", llm_base_url="http://127.0.0.1:1/v1")) as client:
+        assert client.timeout_s == 600.0

@@ -63,7 +63,7 @@ def local_server_for(args, spec: str | None):
     with local_llm.LocalServer(path, alias=alias) as srv:
         note(args, f"local LLM server: {srv.base_url} (model {alias})")
         yield {"llm_model": alias, "llm_base_url": srv.base_url, "llm_api_key": PLACEHOLDER_API_KEY,
-               "llm_timeout_s": 300.0, "llm_response_format": "json_object", "llm_context_tokens": srv.context}  # the form llama.cpp's server takes
+               "llm_response_format": "json_object", "llm_context_tokens": srv.context}  # the form llama.cpp's server takes; a loopback endpoint: a long timeout
 
 
 def cmd_models(args) -> int:

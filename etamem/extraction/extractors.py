@@ -344,7 +344,7 @@ class RuleExtractor:
 # --- LLM extraction -----------------------------------------------------------------------
 # counters of units rejected as not grounded in their turn (see etamem.extraction.grounding)
 REJECTION_STATS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
-                   "rejected_swapped_speaker": 0}
+                   "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
 def prompt_datetime(ts: Any) -> str:
     """Readable date for prompts, e.g. 'Monday, 8 May 2023, 13:56 UTC'."""
     if ts is None:
@@ -423,7 +423,7 @@ class LLMExtractor:
       invented name / number / date / event, the speaker swapped; `grounding=False` turns the
       check off): likewise the rule extractor's units for that turn, the rejected units counted
       in `rejected_units` and per reason in `rejected_copied_example`, `rejected_invented_entity`,
-      `rejected_swapped_speaker`, and logged at warning with the turn id;
+      `rejected_swapped_speaker`, `rejected_other_turn`, and logged at warning with the turn id;
     - any other exception is a bug and propagates.
     An answer of zero facts is valid, not a fallback. Thread-safe (the counters are locked).
     """
@@ -538,6 +538,7 @@ class LLMExtractor:
             facts = None
         if facts is None:
             return self._rule_fallback(turn, given)
+        facts = [first_person_fixed(f, turn_subject(turn)) for f in facts]
         with self._lock:
             self._stats["turns"] += 1
             self._stats["llm_units"] += len(facts)
@@ -550,6 +551,17 @@ class LLMExtractor:
             self._stats["fallback_turns"] += 1
             self._stats["fallback_units"] += len(units)
         return Extraction(units, True)
+
+
+_FIRST_PERSON_WORD = re.compile(r"(?<![\w'\u2019])(?:I|I[\u2019'](?:m|ve|ll|d)|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)(?![\w'\u2019])")
+
+
+def first_person_fixed(fact: str, name: str) -> str:
+    """`fact` with the first person a model left in ("I am so relieved it is done") written as
+    `name` ("Jonas is so relieved it is done"); unchanged when it has none."""
+    if not _FIRST_PERSON_WORD.search(fact):
+        return fact
+    return capitalise(rewrite_first_person(fact, name))
 
 
 def turn_source(turn, context=(), examples: Iterable[str] = (), *, participants: Iterable[str] = ()) -> Source:

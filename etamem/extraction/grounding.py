@@ -16,6 +16,18 @@ speaker's own news to the other participant ("I ran my first half-marathon", sai
   and the unit's content words are found in the source's first-person sentences ("I", "my",
   "me") more often than in its second-person ones ("you", "your") and in that person's own
   context turns;
+- `swapped_speaker` also when the subject is the speaker but the unit says what the speaker
+  asked or said of the listener ("Are you still training for the Lisbon half marathon?", said by
+  Jonas, -> "Jonas is training for the Lisbon half marathon"): the unit names no other
+  participant and its content words are found in the turn's second-person sentences, not in its
+  first-person ones;
+- `other_turn`: the unit restates an earlier turn rather than its own (for "Aww, a cat! How is
+  she settling in?" -> "Jonas adopted a grey cat named Pixel", Maya's news of the turn before):
+  fewer than half of its content words are in the source turns, and one context turn gives at
+  least `OTHER_TURN_RATIO` times as many (and at least two), said by someone else or, when
+  the unit takes nothing from its own turn, by anyone. Context that resolves a pronoun ("She
+  hides under the sofa" -> "Pixel hides under the sofa") or continues the speaker's own story
+  ("On 1 June" -> "Jonas starts at the Marine Research Institute on 1 June") passes;
 - `invented_entity`: a name (a capitalised word inside a sentence, or a sentence-initial one
   with "'s"), a number, or a date, month, weekday or year that neither the source turns, nor
   their context, nor the participants' names give; or at least `INVENTED_MIN` content words
@@ -43,9 +55,9 @@ from etamem.extraction.stems import GENERIC_WORDS, STOPWORDS, stem
 
 __all__ = [
     "COPY_COVERAGE", "COPY_MIN_WORDS", "COPY_UNSUPPORTED", "DATE_SLACK_DAYS", "Grounding", "INVENTED_MIN",
-    "INVENTED_SHARE", "LEGACY_EXAMPLES", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "known_name", "prompt_examples"]
+    "INVENTED_SHARE", "LEGACY_EXAMPLES", "OTHER_TURN_RATIO", "REASONS", "Source", "VAGUE_DAYS", "check_unit", "check_units", "known_name", "prompt_examples"]
 
-REASONS = ("copied_example", "invented_entity", "swapped_speaker")
+REASONS = ("copied_example", "invented_entity", "swapped_speaker", "other_turn")
 
 COPY_COVERAGE = 0.5     # share of the unit's words covered by trigrams of one example sentence
 COPY_MIN_WORDS = 4      # ... and at least this many of them
@@ -54,10 +66,12 @@ INVENTED_MIN = 3        # unsupported content words (stems) that make an invente
 INVENTED_SHARE = 0.5    # ... when they are at least this share of its content words
 DATE_SLACK_DAYS = 3     # a resolved relative date may be off by this many days
 VAGUE_DAYS = 400        # a vague time expression ("a few weeks ago") allows dates this near the session date
+OTHER_TURN_RATIO = 2    # a context turn giving this many times the unit's words its own turn gives: another turn's fact
 
 # Example sentences of earlier versions of the prompts: a model that learnt them (or a template
 # still installed elsewhere) writes them again; their copies are caught like a current example's.
 LEGACY_EXAMPLES = (
+    "<NAME> feels relieved because <EVENT> went well",
     "feels relieved because the adoption interview went well",
     "believes that art helps people heal",
     "life is too short to wait",
@@ -259,6 +273,8 @@ class _Support:
         self.people_words = {w for n in names for w in _words(n)}
         self.months = {_MONTHS[w] for w in self.words if w in _MONTHS and (len(w) > 3 or w in ("may",))}
         self.weekdays = {_WEEKDAYS[w] for w in self.words if w in _WEEKDAYS}
+        self.turn_stems = _stems_of(t for _, t in src.turns)
+        self.context_stems = [(speaker, _stems_of([t])) for speaker, t in src.context]
         self.when = src.when
         # a time expression that `resolve_relative_dates` does not resolve ("a few weeks ago", "in the spring")
         self.vague = any(_TIME_VAGUE.search(REL_DATE_RE.sub(" ", t)) for t in texts)
@@ -328,6 +344,15 @@ class _Support:
             return self.vague
         span = 15 if self.years_vague else 1 if self.vague else 0
         return abs(y - self.when.year) <= span
+
+
+def _stems_of(texts: Iterable[str]) -> set[str]:
+    return {_stem(p) for t in texts for w in _words(t) for p in _parts(w)}
+
+
+def _hits(unit_stems: Iterable[str], stems: set[str]) -> int:
+    """How many of `unit_stems` `stems` gives (the same stem or a similar one)."""
+    return sum(1 for s in unit_stems if s in stems or any(_similar(s, t) for t in stems))
 
 
 def _person(name: str) -> str:
@@ -540,6 +565,69 @@ def _swapped(unit: str, src: Source, sup: _Support) -> str | None:
     return None
 
 
+def _subject(unit: str, sup: _Support) -> tuple[re.Match, str] | None:
+    """The unit's leading participant ("Jonas", "The user") as (match, its person key)."""
+    m = re.match(r"^\s*(?:the\s+)?([A-Za-z][\w-]*)(?:'s|\u2019s)?\b", unit, re.I)
+    if not m:
+        return None
+    subject = m.group(1).lower()
+    if not (m.group(0).strip()[0].isupper() or subject in ("user", "assistant")):
+        return None
+    person = next((p for p in sup.people if p and (p == subject or (len(subject) >= 3 and p.split()[0] == subject))),
+                  None)
+    return (m, person) if person else None
+
+
+def _unit_stems(text: str, sup: _Support) -> set[str]:
+    """The unit's content stems, less the extractor's own vocabulary and the participants' names."""
+    return {_stem(w) for w in _words(text) if _is_content(w) and w not in sup.people_words and _stem(w) not in _VOCAB}
+
+
+def _listener_fact(unit: str, src: Source, sup: _Support) -> str | None:
+    """The speaker made the subject of what they asked or said of the listener."""
+    found = _subject(unit, sup)
+    if found is None:
+        return None
+    m, person = found
+    if any(_person(s) != person for s, _ in src.turns):
+        return None  # another speaker in the source: `_swapped` reads it
+    rest = unit[m.end():]
+    if any(w in sup.people_words and not person.startswith(w) for w in _words(rest)):
+        return None  # names someone else: "Jonas asked whether Maya ..."
+    unit_stems = _unit_stems(rest, sup)
+    if len(unit_stems) < 2:
+        return None
+    first, second = [], []
+    for _, text in src.turns:
+        for sentence in _sentences(_VOCATIVE.sub(" ", text)):
+            if _SECOND_PERSON.search(sentence):
+                second.append(sentence)
+            if _FIRST_PERSON.search(sentence):  # "I know how stressed you were": both
+                first.append(sentence)
+    b = _hits(unit_stems, _stems_of(second))
+    if b >= 2 and 2 * b >= len(unit_stems) and b > _hits(unit_stems, _stems_of(first)):
+        return f"the turn asks or says this of the listener (\"{' '.join(second)[:80]}\"), not of {m.group(1)}"
+    return None
+
+
+def _other_turn(unit: str, src: Source, sup: _Support) -> str | None:
+    """The unit restates a context turn, not its own."""
+    unit_stems = _unit_stems(unit, sup)
+    if len(unit_stems) < 2 or not sup.context_stems:
+        return None
+    own = _hits(unit_stems, sup.turn_stems)
+    if 2 * own >= len(unit_stems):
+        return None
+    speaker, stems = max(sup.context_stems, key=lambda c: _hits(unit_stems, c[1]))
+    best = _hits(unit_stems, stems)
+    if own and any(_person(speaker) == _person(s) for s, _ in src.turns):
+        return None  # the speaker goes on with their own story ("On 1 June", after "a job offer in Bremen")
+    if best >= 2 and best >= OTHER_TURN_RATIO * max(own, 1):
+        return (f"{best} of its {len(unit_stems)} content words come from an earlier turn of {speaker}, "
+                f"{own} from its own turn")
+    return None
+
+
 def check_unit(unit: str, source: Source) -> Grounding:
     """Whether `unit` (a model's text) is grounded in `source` (see the module docstring)."""
     sup = source._cache.get("support")
@@ -547,6 +635,8 @@ def check_unit(unit: str, source: Source) -> Grounding:
         sup = source._cache["support"] = _Support(source)
     for reason, check in (("copied_example", lambda: _copied(unit, source, sup)),
                           ("swapped_speaker", lambda: _swapped(unit, source, sup)),
+                          ("swapped_speaker", lambda: _listener_fact(unit, source, sup)),
+                          ("other_turn", lambda: _other_turn(unit, source, sup)),
                           ("invented_entity", lambda: _invented(unit, sup))):
         detail = check()
         if detail:

@@ -232,7 +232,7 @@ def make_text_encoder(config, persist: VectorStoreCache | None = None) -> Cached
         inner: TextEncoder = OpenAIEmbeddingEncoder(
             spec.split(":", 1)[1], base_url=config.resolved_llm_base_url(),
             api_key=config.resolved_llm_api_key(), batch_size=config.embedding_batch_size,
-            timeout_s=config.llm_timeout_s, max_retries=config.llm_max_retries,
+            timeout_s=config.resolved_llm_timeout_s(), max_retries=config.llm_max_retries,
         )
     elif spec == "minilm":  # the bundled default: plain torch, no sentence-transformers import (etamem.models.bert_encoder)
         inner = default_minilm(device=config.device, batch_size=config.embedding_batch_size)

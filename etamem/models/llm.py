@@ -239,7 +239,7 @@ class LLMClient:
             model,
             base_url=base_url,
             api_key=api_key,
-            timeout_s=config.llm_timeout_s,
+            timeout_s=config.resolved_llm_timeout_s(),
             max_retries=config.llm_max_retries,
             backoff_s=config.llm_backoff_s,
             backoff_max_s=config.llm_backoff_max_s,

@@ -35,7 +35,7 @@ TIMEOUT_S = 0.25
 SPACE = "u"
 
 NO_REJECTIONS = {"rejected_units": 0, "rejected_copied_example": 0, "rejected_invented_entity": 0,
-                 "rejected_swapped_speaker": 0}
+                 "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
 
 
 def session(sid: str, n: int, day: int = 0, marker: str = "") -> list[dict]:
