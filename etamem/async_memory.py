@@ -166,12 +166,12 @@ class AsyncMemory:
         """
         return await self._run(self.memory.end_session, space)
 
-    async def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
+    async def delete(self, amu_id: str | None = None, space: str = "default", *, turn_id: str | None = None) -> int:
         """As `Memory.delete`: forget a unit, a turn and its units, or the whole space.
 
         Args:
-            space: The space (default "default").
             amu_id: The unit to forget (with neither `amu_id` nor `turn_id`: the whole space).
+            space: The space (default "default").
             turn_id: The turn to forget, with its units (keyword only).
 
         Returns:
@@ -180,16 +180,16 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.delete`.
         """
-        return await self._run(self.memory.delete, space, amu_id, turn_id=turn_id)
+        return await self._run(self.memory.delete, amu_id, space, turn_id=turn_id)
 
-    async def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+    async def update(self, turn_id: str, text: str, space: str = "default", *, forget_old: bool = False,
                      timestamp: datetime | str | None = None):
         """As `Memory.update`: replace a turn's text, the old version kept as history (or forgotten).
 
         Args:
-            space: The space holding the turn.
             turn_id: The turn to revise (any of its versions' ids).
             text: The new text (non-empty).
+            space: The space holding the turn (default "default").
             forget_old: Delete the old versions as `Memory.delete` does (keyword only; default False).
             timestamp: The new turn's time (default None: now).
 
@@ -200,7 +200,7 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.update`.
         """
-        return await self._run(self.memory.update, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
+        return await self._run(self.memory.update, turn_id, text, space, forget_old=forget_old, timestamp=timestamp)
 
     async def reindex(self) -> dict[str, dict]:
         """As `Memory.reindex`: re-encode every space with this Memory's models.

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from etamem import tenancy, writing
+from etamem.arg_order import resolve_delete, resolve_update
 from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
 from etamem.extraction.extractors import REJECTION_STATS
@@ -341,7 +342,7 @@ class Memory(Engine):
         """
         return self.store.turns(self.known_space(space), turn_ids=turn_ids)
 
-    def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
+    def delete(self, amu_id: str | None = None, space: str = "default", *, turn_id: str | None = None) -> int:
         """Forget one unit, one turn and every unit drawn from it, or the whole space.
 
         The text leaves every copy (see docs/design.md, 'Invariants'): unit and turn rows and
@@ -350,12 +351,13 @@ class Memory(Engine):
         now (recomputed), the search indexes and their derived files; deleted rows are zeroed
         (`secure_delete`) and the write-ahead log is truncated. A unit's sentences are also cut from
         its source turn (see `etamem.forget`): when they cannot be told apart, the whole turn goes
-        with its units.
+        with its units. The old order `delete(space, amu_id)` is still read as meant, with a
+        DeprecationWarning (see `etamem.arg_order`).
 
         Args:
-            space: The space (default "default").
             amu_id: The unit to forget. With neither `amu_id` nor `turn_id` (the default), the whole
-                space goes.
+                space goes: `delete(space="user-42")`.
+            space: The space (default "default").
             turn_id: The turn to forget, with every unit drawn from it (keyword only).
 
         Returns:
@@ -369,6 +371,7 @@ class Memory(Engine):
         from etamem.forget import forget_targets, plan_forget
         from etamem.retrieval import turn_text
 
+        amu_id, space = resolve_delete(self, amu_id, space, turn_id)
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
         check_id(amu_id, "amu_id")
@@ -390,20 +393,21 @@ class Memory(Engine):
             self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
-    def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+    def update(self, turn_id: str, text: str, space: str = "default", *, forget_old: bool = False,
                timestamp: datetime | str | None = None):
         """Replace a turn's text, the old version kept as history (or forgotten).
 
         The new text is stored as a new turn (same session and speaker) and extracted; its units
         supersede the old turn's units, so `history(unit)` lists old -> new. Any version's id names
-        the current one; the current text again is a no-op. AMU spaces only.
+        the current one; the current text again is a no-op. AMU spaces only. The old order
+        `update(space, turn_id, text)` is still read as meant, with a DeprecationWarning.
 
         Args:
-            space: The space holding the turn.
             turn_id: The turn to revise (any of its versions' ids).
             text: The new text (non-empty).
+            space: The space holding the turn (default "default").
             forget_old: Delete the old turn and the earlier versions it revised, as
-                `delete(space, turn_id=...)` does (keyword only; default False: kept as history).
+                `delete(turn_id=..., space=...)` does (keyword only; default False: kept as history).
             timestamp: The new turn's time (a datetime or a timestamp string; default None: now).
 
         Returns:
@@ -417,6 +421,7 @@ class Memory(Engine):
         """
         from etamem.facts.revisions import update
 
+        turn_id, text, space = resolve_update(self, turn_id, text, space)
         return update(self, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
 
     def _delete_space(self, live: LiveSpace) -> int:

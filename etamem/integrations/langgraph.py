@@ -281,7 +281,7 @@ class EtamemStore(BaseStore):
             turn_id = row.turn_id if row else ""
             if text and turn_id:
                 try:
-                    turn_id = self.memory.update(space, turn_id, text).turn_id
+                    turn_id = self.memory.update(turn_id, text, space).turn_id
                 except (UnknownIdError, UnknownSpaceError):  # its turn was deleted outside the adapter
                     turn_id = self._add_turn(space, key, text)
             elif text:
@@ -307,7 +307,7 @@ class EtamemStore(BaseStore):
         found = self.memory.store.turns(space, turn_ids=[turn_id])
         for tid in (versions(self.memory.store, space, found[0]) if found else []):
             try:
-                self.memory.delete(space, turn_id=tid)
+                self.memory.delete(turn_id=tid, space=space)
             except UnknownIdError:  # gone meanwhile
                 pass
 

@@ -555,7 +555,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.delete("/v1/spaces/{space}/units/{amu_id:path}")
     async def delete_unit(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, amu_id, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, amu_id, space, write=space)}
 
     @app.get("/v1/spaces/{space}/turns/{turn_id:path}")
     async def get_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
@@ -566,7 +566,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.delete("/v1/spaces/{space}/turns/{turn_id:path}")
     async def delete_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, space=space, turn_id=turn_id, write=space)}
 
     @app.delete("/v1/spaces/{space}")
     async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller),
@@ -578,7 +578,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
             raise ValueError(f"confirm: deleting the whole space {space!r} needs ?confirm={quote(space, safe='')} "
                              "(a DELETE of /v1/spaces/S/turns/.. or /units/.. reaches this route once a client "
                              "removes the dot segment)")
-        return {"deleted": await engine("delete", who, memory.delete, space, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, space=space, write=space)}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus(who: tenancy.Caller = Depends(admin)):

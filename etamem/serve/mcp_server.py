@@ -131,7 +131,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
         """Forget a memory unit (unit_id), a turn and its units (turn_id), or, with neither, the whole
         space. Returns how many units went."""
-        return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, space, unit_id, turn_id=turn_id))}
+        return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, unit_id, space, turn_id=turn_id))}
 
     @server.tool()
     async def memory_history(space: str, unit_id: str, ctx: Context) -> dict:
