@@ -49,6 +49,15 @@ from etamem.views import SpaceViews
 from etamem.writing import REPLACED_KEY, SKIPPED_KEY
 
 log = logging.getLogger(__name__)
+_UNKNOWN_SPACE_WARNED: set[str] = set()  # a search of a space the store does not hold: warned once per process
+
+
+def unknown_space_once(space: str) -> None:
+    """One WARNING per process for a search of a space the store does not hold (then DEBUG)."""
+    level = logging.DEBUG if _UNKNOWN_SPACE_WARNED else logging.WARNING
+    _UNKNOWN_SPACE_WARNED.add(space)
+    log.log(level, "search: no space %r in the store: nothing found. A new space is made by its first add; "
+            "if the name is mistyped, search(..., strict=True) raises (reported once per process)", space)
 
 
 class Memory(Engine):
@@ -440,10 +449,12 @@ class Memory(Engine):
         return len(units)
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
-               now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> list[Hit]:
+               now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None,
+               strict: bool = False) -> list[Hit]:
         """Best AMUs of the space for the query, best first (`retrieve`'s hits).
 
-        A space with nothing stored yet gives [] (not an error).
+        A space with nothing stored yet gives [] (not an error; a WARNING the first time in a
+        process, naming it: a mistyped space looks the same), or with `strict` UnknownSpaceError.
 
         Args:
             query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
@@ -453,19 +464,22 @@ class Memory(Engine):
                 timestamp string (default None: none).
             filters: A `Filters` or its dict form (speaker / role, session_id, since, until,
                 metadata), applied inside the search (keyword only; default None: no filter).
+            strict: Raise UnknownSpaceError for a space the store does not hold (keyword only;
+                default False: [] and a WARNING once per process).
 
         Returns:
             The `Hit`s, each with its AMU, score, views and source turns.
 
         Raises:
             ValueError: A bad argument, naming it (`query`, `top_k`, `now`, `filters.since`, ...).
+            UnknownSpaceError: With `strict`, a space the store does not hold (a ValueError).
         """
-        return self.retrieve(query, space, top_k=top_k, now=now, filters=filters).hits
+        return self.retrieve(query, space, top_k=top_k, now=now, filters=filters, strict=strict).hits
 
     def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                  now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
-                 filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
+                 filters: Filters | Mapping[str, Any] | None = None, strict: bool = False) -> SearchResult:
         """Entropy-routed hierarchical retrieval with its routing weights.
 
         See docs/design.md, 'Query path'. `top_k` AMUs are shared across `views` by `routing`, found
@@ -475,7 +489,8 @@ class Memory(Engine):
         best raw turns are added as hits with `views == ("raw",)` (or fused, see `fallback_fusion`).
         A read: turns still pending (see `flush`) are not processed, only counted in
         `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space with nothing
-        stored yet gives an empty result (not an error).
+        stored yet gives an empty result (not an error; a WARNING naming it the first time in a
+        process, as a mistyped space looks the same), or with `strict` UnknownSpaceError.
 
         Args:
             query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
@@ -492,6 +507,8 @@ class Memory(Engine):
                 metadata), applied inside the search: only matching units and raw turns are
                 candidates, so `top_k` hits come back whenever that many units match (see
                 docs/python-api.md, 'Metadata and filters'). Default None: no filter.
+            strict: Raise UnknownSpaceError for a space the store does not hold (default False:
+                an empty result, and a WARNING once per process).
 
         Returns:
             A `SearchResult`: the hits, best first, with the per-view weights, budgets and entropies,
@@ -500,6 +517,7 @@ class Memory(Engine):
         Raises:
             ValueError: A bad argument, naming it (`query`, `top_k`, `views`, `now`, `filters.since`,
                 ...).
+            UnknownSpaceError: With `strict`, a space the store does not hold (a ValueError).
         """
         query = validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
@@ -524,7 +542,10 @@ class Memory(Engine):
                 if not self._distrust_files(name, exc):
                     raise
                 result = run()
-        except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn)
+        except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn), or a typo
+            if strict:
+                raise
+            unknown_space_once(name)
             return SearchResult([], {}, {}, {})
         live = self._live.get(name)
         if live is not None:

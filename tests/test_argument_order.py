@@ -89,3 +89,22 @@ def test_async_memory_takes_the_same_order(mem):
 
     gone, up = asyncio.run(main())
     assert gone == 1 and up.changed
+
+
+def test_an_unknown_space_on_search_warns_once_per_process_or_raises_with_strict(mem, caplog, monkeypatch):
+    import logging
+
+    from etamem import memory as memory_module
+    from etamem.records import UnknownSpaceError
+
+    monkeypatch.setattr(memory_module, "_UNKNOWN_SPACE_WARNED", set())
+    with caplog.at_level(logging.DEBUG, logger="etamem.memory"):
+        assert mem.search("cat?", space="anna") == []
+        assert mem.search("cat?", space="anna") == [] and mem.search("cat?", space="bob") == []
+    lines = [r for r in caplog.records if "no space" in r.message]
+    assert [r.levelname for r in lines] == ["WARNING", "DEBUG", "DEBUG"] and "'anna'" in lines[0].message
+    with pytest.raises(UnknownSpaceError):
+        mem.search("cat?", space="anna", strict=True)
+    with pytest.raises(UnknownSpaceError):
+        asyncio.run(AsyncMemory(mem).search("cat?", space="anna", strict=True))
+    assert mem.search("cat?", space="ana", strict=True)  # a stored space: hits as ever

@@ -395,3 +395,15 @@ def test_the_docs_example_runs_as_written(tmp_path, monkeypatch, capsys):
     exec(compile(code, str(DOCS_PAGE), "exec"), {"__name__": "__docs__"})
     out = capsys.readouterr().out
     assert "Miso" in out.splitlines()[0]
+
+
+def test_values_in_langgraphs_own_shapes_are_indexed_by_default(mem):
+    """Without `fields` or `index`, a value with no "text" / "content" is indexed whole, as
+    LangGraph's stores do: `{"data": ...}` and `{"memory": ...}` values are searchable."""
+    store = EtamemStore(mem)
+    store.put(("u",), "a", {"data": "Ana is allergic to peanuts."})
+    store.put(("u",), "b", {"memory": "Ben moved to Porto last spring.", "kind": "move"})
+    store.put(("u",), "c", {"v": 1})  # no text anywhere: stored, not searched
+    turns = {t.extra["langgraph_key"]: t.text for t in mem.turns(space_of(("u",)))}
+    assert turns == {"a": "Ana is allergic to peanuts.", "b": "Ben moved to Porto last spring.\nmove"}
+    assert store.search(("u",), query="Who moved to Porto?")[0].key == "b"
