@@ -5,7 +5,8 @@
 still read as it was meant, with a DeprecationWarning.
 
 A call is read in the old order only when the new reading names nothing stored and the old one
-does (the store says which): `delete("alice")` deletes the space "alice" when the default space
+does, or names a stored space where the new one does not (the store says which; the errors then
+name what was meant): `delete("alice")` deletes the space "alice" when the default space
 holds no unit "alice"; `delete("alice", "t1#0")` the unit "t1#0" of space "alice" when space
 "t1#0" holds no unit "alice"; `delete("alice", turn_id=...)` (a unit and a turn: never valid in
 the new order) the turn of space "alice".
@@ -75,7 +76,7 @@ def resolve_update(mem: Engine, turn_id: str, text: str, space: str) -> tuple[st
     (`update(space, turn_id, text)`) when only that names a stored turn."""
     if _has_turn(mem, space, turn_id):
         return turn_id, text, space
-    if _has_turn(mem, turn_id, text):
+    if _has_turn(mem, turn_id, text) or (_stored(mem, space) is None and _stored(mem, turn_id) is not None):
         _warn(f"update({turn_id!r}, {text!r}, ...)", f"update({text!r}, <text>, space={turn_id!r})")
         return text, space, turn_id
     return turn_id, text, space

@@ -108,3 +108,8 @@ def test_an_unknown_space_on_search_warns_once_per_process_or_raises_with_strict
     with pytest.raises(UnknownSpaceError):
         asyncio.run(AsyncMemory(mem).search("cat?", space="anna", strict=True))
     assert mem.search("cat?", space="ana", strict=True)  # a stored space: hits as ever
+
+
+def test_an_old_order_call_naming_a_missing_turn_names_it(mem):
+    with pytest.warns(DeprecationWarning), pytest.raises(UnknownIdError, match="no turn 'zz' in space 'ana'"):
+        mem.update("ana", "zz", "text")

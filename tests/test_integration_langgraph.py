@@ -372,13 +372,13 @@ def test_update_forget_old_removes_the_old_text_everywhere(mem):
 def test_update_refuses_unknown_ids_and_empty_text(mem):
     _two_turns(mem)
     with pytest.raises(UnknownIdError, match="'zz'"):
-        mem.update("u", "zz", "text")
+        mem.update("zz", "text", "u")
     with pytest.raises(UnknownSpaceError, match="'nope'"):
-        mem.update("nope", "a", "text")
+        mem.update("a", "text", "nope")
     with pytest.raises(ValueError, match="text"):
-        mem.update("u", "a", "   ")
+        mem.update("a", "   ", "u")
     with pytest.raises(ValueError, match="timestamp"):
-        mem.update("u", "a", "I live in Oslo.", timestamp="not a date")
+        mem.update("a", "I live in Oslo.", "u", timestamp="not a date")
     assert len(mem.turns("u")) == 2
 
 
