@@ -203,7 +203,7 @@ class EtamemSession:
 
     def _forget_turn(self, turn_id: str) -> None:
         try:
-            self.memory.memory.delete(self.space, turn_id=turn_id)
+            self.memory.memory.delete(turn_id=turn_id, space=self.space)
         except UnknownIdError:  # already deleted (e.g. by `Memory.delete`)
             log.debug("session %s: turn %s was already gone", self.session_id, turn_id)
 
