@@ -33,6 +33,7 @@ from etamem.extraction.person_rewrite import (
     rewrite_first_plural,
     rewrite_second_person,
     speaker_name,
+    speaker_role,
     speaker_subject,
     third_person,
     turn_subject,
@@ -266,8 +267,9 @@ class RuleExtractor:
     labels ("I love jazz" -> "The user loves jazz."), or the turn's `extra["name"]`.
     Opt-in: you/your -> the other speaker (`resolve_you`; the one other speaker in `context`)
     and "<speaker>: " before units that do not name the speaker (`attribute`).
-    Questions, requests and pleasantries make no unit, a request's clauses that state something
-    about the speaker excepted (`drop_requests`, see `etamem.extraction.requests`).
+    In a chat with an assistant (role-labelled speakers), questions, requests and pleasantries make
+    no unit, a request's clauses that state something about the speaker excepted (`drop_requests`,
+    see `etamem.extraction.requests`).
 
     Defaults from LoCoMo dev retrieval (recall@20, no LLM): "we" -> "<speaker> and others"
     helps most; short sentences and verb agreement help a little. "you" -> the addressee costs
@@ -311,13 +313,16 @@ class RuleExtractor:
             return False
         return is_salient(sentence, participants) or (self.keep_statements and is_statement(sentence, participants))
 
-    def _sentences(self, text: str) -> list[str]:
-        """The sentences of `text` that may hold a fact: with `drop_requests`, no question, request
-        or pleasantry, only a request's clauses that state something about the speaker
-        (`etamem.extraction.requests`)."""
+    def _sentences(self, turn: Turn) -> list[str]:
+        """The sentences of `turn` that may hold a fact. With `drop_requests`, in a chat with an
+        assistant (a role-labelled speaker: user, assistant, ...): no question, request or
+        pleasantry, only a request's clauses that state something about the speaker
+        (`etamem.extraction.requests`). Between named people ("Did you go to the concert in
+        Boston?") a question stays: it is how they exchange news."""
         out = []
-        for sentence in split_sentences(text):
-            if not self.drop_requests:
+        chat = self.drop_requests and speaker_role(turn.speaker) is not None
+        for sentence in split_sentences(turn.text or ""):
+            if not chat:
                 out.append(sentence)
                 continue
             bare = strip_filler(sentence)
@@ -337,7 +342,7 @@ class RuleExtractor:
         participants = sorted({name, speaker_name(turn.speaker),
                                *(n for t in context for n in (turn_subject(t), speaker_name(t.speaker)))})
         units: list[str] = []
-        for sentence in self._sentences(turn.text or ""):
+        for sentence in self._sentences(turn):
             kept = strip_filler(sentence)
             n_words = len(content_words(kept)) if kept else 0
             short = n_words < self.min_words
