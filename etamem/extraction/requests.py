@@ -27,7 +27,7 @@ _ASK_OPEN = (
     r"(?:can|could|would|will|won" + _APOS + r"t|wouldn" + _APOS + r"t)\s+(?:you|u|ya)\b"
     r"|please\b|pls\b|plz\b|kindly\b"
     r"|(?:do|would)\s+you\s+(?:mind|know|have\s+any)\b"
-    r"|i\s+(?:need|want|would\s+like|'d\s+like|" + _APOS + r"d\s+like|d\s+like)\s+you\s+to\b"
+    r"|i(?:\s+(?:need|want|would\s+like)|" + _APOS + r"d\s+like)\s+you\s+to\b"
     r"|i\s+(?:was|am|" + _APOS + r"m)\s+wondering\s+if\s+you\b|i\s+wonder\s+if\s+you\b"
     r"|i(?:" + _APOS + r"d|\s+would)\s+(?:appreciate|love)\s+(?:it\s+if\s+you|(?:some|your)\s+help)\b"
     r"|(?:i\s+)?(?:need|want|could\s+use|would\s+love|" + _APOS + r"d\s+love)\s+(?:some\s+|a\s+(?:few\s+|little\s+)?|your\s+|more\s+)?"
