@@ -43,6 +43,7 @@ from etamem.records import (
     UnknownSpaceError,
 )
 from etamem.retrieval.rank_scores import rank_scores, with_similarity
+from etamem.retrieval.slot_queries import expand_query
 from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
 from etamem.threads import blas_threads
 from etamem.views import SpaceViews
@@ -528,9 +529,11 @@ class Memory(Engine):
         unit_filter = resolve_filters(filters, self.config.default_timezone)
         name = self.space_name(space)
 
+        searched = expand_query(query) if self.config.slot_queries else query  # "Where do I live?" widened
+
         def run() -> SearchResult:
             with self.scoped(name):
-                return self.method.search(self, query, space, k, when, views=views, routing=routing,
+                return self.method.search(self, searched, space, k, when, views=views, routing=routing,
                                           fallback=fallback, trace=trace, filters=unit_filter)
 
         try:
