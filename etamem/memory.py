@@ -378,10 +378,11 @@ class Memory(Engine):
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
             units, sources = forget_targets(self.store, space, amu_id, turn_id)
-            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
+            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
+            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None,
+                               keep_mentioned=units_kind.kind == "amu")
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
             extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
