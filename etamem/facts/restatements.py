@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -252,6 +252,34 @@ def find_restatements(units: Sequence, vectors: np.ndarray, near: Sequence[Seque
     return out
 
 
+def collapse_repeats(hits: Sequence, vector_of: Callable[[str], np.ndarray | None]) -> list:
+    """`hits` (best first) without a unit hit that restates a unit ranked above it by the same
+    speaker (`is_restatement`; `vector_of(unit id)`: its unit text vector, None when unknown:
+    then only the same text counts): the safety net for stores written before repeats were
+    folded at write time. Raw-turn hits are kept as they are."""
+    kept: list = []
+    seen: list[tuple[Any, np.ndarray | None]] = []
+    for h in hits:
+        if h.views == ("raw",):
+            kept.append(h)
+            continue
+        vec = vector_of(h.amu.amu_id)
+        copy = False
+        for other, ovec in seen:
+            if other.speaker != h.amu.speaker:
+                continue
+            cos = float(vec @ ovec) if vec is not None and ovec is not None else 0.0
+            if is_restatement(h.amu.text, other.text, cos, other_day=h.amu.timestamp.date() != other.timestamp.date()) \
+                    or is_restatement(other.text, h.amu.text, cos,
+                                      other_day=h.amu.timestamp.date() != other.timestamp.date()):
+                copy = True
+                break
+        if not copy:
+            kept.append(h)
+            seen.append((h.amu, vec))
+    return kept
+
+
 __all__ = ["LLMRestatement", "LLM_FLOOR", "Prior", "REPEATS", "RESTATE_FLOOR", "RESTATE_STRICT",
-           "RestatementClassifier", "RuleRestatement", "find_restatements", "is_restatement", "parse_verdict",
+           "RestatementClassifier", "RuleRestatement", "collapse_repeats", "find_restatements", "is_restatement", "parse_verdict",
            "verdict_schema"]

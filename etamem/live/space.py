@@ -279,7 +279,8 @@ class LiveSpace:
         index.remove_amus(gone)
         if new:
             index.add_amus(new, tv, av)
-        index.amu_of.update((a.amu_id, a) for a in c.amus if a.amu_id in index.row_of)  # mentions rewritten
+        index.replace_sources([a for a in c.amus if a.amu_id in index.row_of  # mentions rewritten
+                               and index.amu_of[a.amu_id].source_turn_ids != a.source_turn_ids])
         index.sync(changes)
         extracted = {t.turn_id for t in c.turns}
         dropped = [t for t in c.turns_touched if t in turns.slot_of and t not in extracted]
@@ -328,9 +329,7 @@ class LiveSpace:
 
     def _mentions(self, extras) -> None:
         """The stored units whose mentions `extras` rewrote, updated in the index."""
-        for a in getattr(extras, "mentions", None) or ():
-            if a.amu_id in self.index.amu_of:
-                self.index.amu_of[a.amu_id] = a
+        self.index.replace_sources(list(getattr(extras, "mentions", None) or ()))
 
     def replace_units(self, store, turn: Turn, old_ids: list[str], amus: list[AMU], text_vecs: np.ndarray,
                       affect_vecs: np.ndarray, extras=None) -> bool:
