@@ -14,9 +14,9 @@ Offline (`is_restatement`), for two statements of one speaker, not questions:
    ("my sister has a dog named Rex" is not mine), the same numbers, names, weekdays and dates
    (resolved dates included: "on Monday" of two weeks are two runs), the same negation and
    stance, no change word in the newer that the older lacks ("moved", "no longer": a change
-   is `supersedes`' to judge), and no other object: a content word on one side only must be a
-   generic head ("diet", "music") and never a word beside a shared one ("phone" / "phone
-   case"); content words on both sides that the other lacks are a substitution ("Rome with my
+   is `supersedes`' to judge), and no other object: a content word on one side only is never
+   the head after a shared word ("phone" / "phone case") unless it is a generic head ("vegan
+   diet", "jazz music") or verb; content words on both sides that the other lacks are a substitution ("Rome with my
    parents" / "with my girlfriend") unless the cosine is at least RESTATE_STRICT.
 
 With an LLM configured, `LLMRestatement` asks it (prompt `prompts/restatement.txt`, mem0's
@@ -64,6 +64,15 @@ _GENERIC_HEADS = {"diet", "food", "music", "person", "guy", "lifestyle", "type",
                   "home", "house", "employed", "working", "works", "profession", "profess", "occupation"}
 
 
+# participles that describe a state, not a past event: "a dog named Rex", "based in Lisbon"
+_ADJECTIVAL = re.compile(r"\b(?:named|called|based|married|engaged|divorced|retired|interested|located|obsessed"
+                         r"|excited|tired|used|related|qualified|certified|vaccinated|employed|unemployed|allowed"
+                         r"|supposed|scheduled|booked|planned|expected|involved|attached|trained|licensed|registered"
+                         r"|enrolled|signed up|diagnosed|allergic|learned|skilled|experienced|left-handed"
+                         r"|right-handed|colou?r-blind|red|bred|sized|shaped|colou?red|dyed|dedicated|committed)\b",
+                         re.IGNORECASE)
+
+
 def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9][a-z0-9'-]*", strip_markers(text).lower().replace("\u2019", "'")))
 
@@ -86,13 +95,15 @@ def _facets(text: str) -> tuple[frozenset, frozenset, frozenset, bool, int, tupl
 
 
 def _other_object(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """A content word of `a` missing from `b` beside a word they share ("phone case" after
-    "phone"), unless it is a generic head ("vegan diet")."""
+    """A content word of `a` missing from `b` right after a word they share ("phone case" after
+    "phone"), unless it is a generic head ("vegan diet") or a generic verb ("has got")."""
+    from etamem.extraction.stems import GENERIC_WORDS
+
     shared = set(a) & set(b)
     for i, w in enumerate(a):
-        if w in b or w in _GENERIC_HEADS:
+        if w in b or w in _GENERIC_HEADS or w in GENERIC_WORDS:
             continue
-        if (i and a[i - 1] in shared) or (i + 1 < len(a) and a[i + 1] in shared):
+        if i and a[i - 1] in shared:  # a head noun after a shared word: "phone case", "bike helmet"
             return True
     return False
 
@@ -105,7 +116,7 @@ def is_restatement(new: str, old: str, similarity: float, *, speaker: str = "", 
 
     if new.rstrip().endswith("?") or old.rstrip().endswith("?"):
         return False
-    if other_day and is_past_tense(new) and not (_facets(new)[0] or _facets(new)[2]):
+    if other_day and is_past_tense(_ADJECTIVAL.sub(" ", new)) and not (_facets(new)[0] or _facets(new)[2]):
         return False
     if _norm(new) == _norm(old):
         return True
@@ -121,8 +132,10 @@ def is_restatement(new: str, old: str, similarity: float, *, speaker: str = "", 
     a, b = fn[5], fo[5]
     if _other_object(a, b) or _other_object(b, a):
         return False
-    only_a = {w for w in a if w not in b and w not in _GENERIC_HEADS}
-    only_b = {w for w in b if w not in a and w not in _GENERIC_HEADS}
+    from etamem.extraction.stems import GENERIC_WORDS
+
+    only_a = {w for w in a if w not in b and w not in _GENERIC_HEADS and w not in GENERIC_WORDS}
+    only_b = {w for w in b if w not in a and w not in _GENERIC_HEADS and w not in GENERIC_WORDS}
     return not (only_a and only_b) or similarity >= RESTATE_STRICT
 
 
