@@ -35,7 +35,7 @@ REL_DATE_RE = re.compile(
     r"|(?P<p>last|this\s+past|this|next|previous)\s+(?P<pu>weekend|week|month|year)"
     rf"|(?P<wp>last|this\s+past|past|previous|this|next)\s+(?P<wd>{_WD_ALT})"
     rf"|(?P<on>on)\s+(?P<wdo>{_WD_ALT})"
-    r")(?![\w'\u2019-])(?!\s*\()",
+    r")(?![\w'\u2019-])(?!\s*\()(?!\s+(?:mornings|afternoons|evenings|nights)\b)",
     re.IGNORECASE,
 )
 # tense of a sentence, for a bare "on <weekday>"

@@ -78,7 +78,7 @@ def _norm(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=8192)
-def _facets(text: str) -> tuple[frozenset, frozenset, frozenset, bool, int, tuple[str, ...]]:
+def facets(text: str) -> tuple[frozenset, frozenset, frozenset, bool, int, tuple[str, ...]]:
     """(numbers, names, date words, negated, attitude, content stems in order) of `text`."""
     from etamem.extraction.stems import STOPWORDS, stem
 
@@ -94,7 +94,7 @@ def _facets(text: str) -> tuple[frozenset, frozenset, frozenset, bool, int, tupl
     return numbers, names, dates, negated(t), attitude(t), content
 
 
-def _other_object(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+def other_object(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     """A content word of `a` missing from `b` right after a word they share ("phone case" after
     "phone"), unless it is a generic head ("vegan diet") or a generic verb ("has got")."""
     from etamem.extraction.stems import GENERIC_WORDS
@@ -116,7 +116,7 @@ def is_restatement(new: str, old: str, similarity: float, *, speaker: str = "", 
 
     if new.rstrip().endswith("?") or old.rstrip().endswith("?"):
         return False
-    if other_day and is_past_tense(_ADJECTIVAL.sub(" ", new)) and not (_facets(new)[0] or _facets(new)[2]):
+    if other_day and is_past_tense(_ADJECTIVAL.sub(" ", new)) and not (facets(new)[0] or facets(new)[2]):
         return False
     if _norm(new) == _norm(old):
         return True
@@ -124,13 +124,13 @@ def is_restatement(new: str, old: str, similarity: float, *, speaker: str = "", 
         return False
     if holder(new) != holder(old):
         return False
-    fn, fo = _facets(new), _facets(old)
+    fn, fo = facets(new), facets(old)
     if fn[:5] != fo[:5]:  # numbers, names, dates, negation, stance
         return False
     if STRONG_CHANGE.search(new.replace("\u2019", "'")) and not STRONG_CHANGE.search(old.replace("\u2019", "'")):
         return False
     a, b = fn[5], fo[5]
-    if _other_object(a, b) or _other_object(b, a):
+    if other_object(a, b) or other_object(b, a):
         return False
     from etamem.extraction.stems import GENERIC_WORDS
 
@@ -294,5 +294,5 @@ def collapse_repeats(hits: Sequence, vector_of: Callable[[str], np.ndarray | Non
 
 
 __all__ = ["LLMRestatement", "LLM_FLOOR", "Prior", "REPEATS", "RESTATE_FLOOR", "RESTATE_STRICT",
-           "RestatementClassifier", "RuleRestatement", "collapse_repeats", "find_restatements", "is_restatement", "parse_verdict",
+           "RestatementClassifier", "RuleRestatement", "collapse_repeats", "facets", "find_restatements", "is_restatement", "other_object", "parse_verdict",
            "verdict_schema"]
