@@ -15,7 +15,8 @@ other's classifier (rules, slots or LLM):
 - other times: both name a time (a weekday, a month, a year, a date, a part of the day or week),
   the times differ, and the times recur ("on Mondays"), the newer is a past event, or the rest
   differs too (numbers, or a word on each side: "flight to Paris on the 2nd" / "to Madrid on the
-  9th"; "defense on November 8" / "on December 2" is one event moved); or the newer adds a
+  9th"), unless both give the value of one possessed thing ("my French class is on Wednesdays" /
+  "... on Mondays", "my thesis defense is on November 8" / "on December 2": one thing moved); or the newer adds a
   recurring time the older lacks ("9 hours a night on weekends"), or both name the same
   recurring time for two things ("tennis on Wednesday evenings" / "squash on ...");
 - another object: one adds a noun right after a word both share where the other ends its
@@ -26,7 +27,6 @@ from __future__ import annotations
 import functools
 import re
 
-from etamem.facts.restatements import facets
 from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE
 
 _TIME = re.compile(
@@ -87,13 +87,33 @@ def added_object(a: str, b: str) -> bool:
     ta, tb = toks(a), toks(b)
     ends_b = {w for i, w in enumerate(tb) if w and w[0].isalpha()
               and (i + 1 == len(tb) or not tb[i + 1] or not tb[i + 1][0].isalpha())}
-    shared = {w for w in ta if w and w[0].isalpha()} & {w for w in tb if w and w[0].isalpha()}
+    shared = ({w for w in ta if w and w[0].isalpha()} & {w for w in tb if w and w[0].isalpha()}) - {"user"}
     heads = GENERIC_WORDS | _PLACE_HEADS | {"diet", "music", "food", "lover", "fan", "person", "lifestyle", "type"}
     for prev, w in zip(ta, ta[1:]):
         if prev in shared and prev in ends_b and w and w[0].isalpha() and w not in shared and w not in heads \
                 and len(w) > 2:
             return True
     return False
+
+
+_OWN_SUBJECT = re.compile(r"^\W*(?:my|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
+                          re.IGNORECASE)
+_DATE_NUMBER = re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:january|february|march|april|may|june|july"
+                          r"|august|september|october|november|december)|(?:january|february|march|april|may|june"
+                          r"|july|august|september|october|november|december)\s+\d{1,2}(?:st|nd|rd|th)?|(?:19|20)\d\d"
+                          r"|\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+
+
+def _amounts(text: str) -> frozenset[str]:
+    """The numbers of `text` that are not part of a date ("5 km", "301"; not "December 2")."""
+    return frozenset(re.findall(r"\d+(?:[.,]\d+)?", _DATE_NUMBER.sub(" ", _PAREN.sub(" ", text))))
+
+
+def _own_subject(text: str) -> str | None:
+    """The possessed thing a statement gives the value of ("the user's French class is ..."):
+    one attribute with one value at a time, whose new time is a move, not a second event."""
+    m = _OWN_SUBJECT.match(text)
+    return m.group(1).lower() if m else None
 
 
 def _content(text: str) -> set[str]:
@@ -115,9 +135,12 @@ def distinct_facts(new: str, old: str) -> bool:
         return False
     when_new, when_old = _times(t_new), _times(t_old)
     recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
-    if when_new and when_old and when_new != when_old:
+    same_thing = _own_subject(t_new) is not None and _own_subject(t_new) == _own_subject(t_old)
+    if when_new and when_old and when_new != when_old and not same_thing:
         only_new, only_old = _content(t_new) - _content(t_old), _content(t_old) - _content(t_new)
-        if recurring or is_past_tense(t_new) or (only_new and only_old) or facets(new)[0] != facets(old)[0]:
+        amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
+        if recurring or is_past_tense(t_new) or (only_new and only_old) or (
+                amounts_new and amounts_old and amounts_new != amounts_old):
             return True  # other days of a week, two past events, or another thing on another date
     if _RECURRING.search(_PAREN.sub(" ", t_new)) and not _RECURRING.search(_PAREN.sub(" ", t_old)):
         return True
