@@ -23,6 +23,7 @@ import threading
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from etamem.extraction.grounding import Source, check_unit, prompt_examples
+from etamem.extraction.markers import strip_markers
 from etamem.extraction.person_rewrite import (
     WE_FORMS,
     addressee_of,
@@ -38,7 +39,6 @@ from etamem.extraction.person_rewrite import (
     turn_subject,
     we_group,
 )
-from etamem.extraction.markers import strip_markers
 from etamem.extraction.relative_dates import resolve_relative_dates
 from etamem.extraction.stems import STOPWORDS
 from etamem.models.llm import LLMError, LLMUnavailable
