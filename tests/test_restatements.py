@@ -53,6 +53,9 @@ def test_a_restatement_reinforces_one_unit_and_delete_by_turn_keeps_it_while_a_m
     assert [u.source_turn_ids for u in mem.history(vegan[0].amu_id, "u")] == [("v0", "v1", "v2", "v3")]
     hit = mem.search("What should I eat?", space="u", top_k=4)[0]
     assert [t.turn_id for t in hit.source_turns] == ["v0", "v1", "v2", "v3"]
+    ctx = mem.context("What should I eat?", space="u", top_k=2)
+    assert "The user is vegan. (said 4 times, last on 22 January 2024)" in ctx
+    assert ctx.count("vegan") == 2  # the unit and one quote: the four wordings are one once markers are cut
     mem.delete("u", turn_id="v0")
     mem.delete("u", turn_id="v2")
     (left,) = [u for u in mem.list("u") if "vegan" in u.text]
