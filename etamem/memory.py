@@ -391,10 +391,11 @@ class Memory(Engine):
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
             units, sources = forget_targets(self.store, space, amu_id, turn_id)
-            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
+            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
+            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None,
+                               keep_mentioned=units_kind.kind == "amu")
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
             extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
@@ -545,6 +546,13 @@ class Memory(Engine):
                 if not self._distrust_files(name, exc):
                     raise
                 result = run()
+            copies = self._collapse(name, result)
+            if copies and len(result.hits) + copies >= k:  # two units of one fact (a store written before
+                k += copies  # repeats were folded at write time): one kept, the ranking refilled
+                result = run()
+                self._collapse(name, result)
+                k -= copies
+                result = replace(result, hits=result.hits[:k])
         except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn), or a typo
             if strict:
                 raise
@@ -570,6 +578,26 @@ class Memory(Engine):
                                  turn_units=lambda ids: self._turn_units(name, ids))
         hits = rank_scores(hits)  # Hit.score follows the ranking (docs/concepts.md, 'Scores')
         return replace(result, hits=with_sources(hits, lambda ids: self.turns_by_id(space, ids)))
+
+    def _collapse(self, space: str, result: SearchResult) -> int:
+        """Drop from `result.hits` (in place) the unit hits that restate a hit ranked above them
+        (`etamem.facts.restatements.collapse_repeats`); how many went."""
+        from etamem.facts.restatements import collapse_repeats
+
+        live = self._live.get(space)
+        if live is None or len(result.hits) < 2:
+            return 0
+        index = live.index
+
+        def vector_of(unit_id: str):
+            row = index.row_of.get(unit_id)
+            return None if row is None else index.text_vecs[row]
+
+        kept = collapse_repeats(result.hits, vector_of)
+        gone = len(result.hits) - len(kept)
+        if gone:
+            result.hits[:] = kept
+        return gone
 
     def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
         """The ids among `unit_ids` of stored units that `unit_filter` lets through."""

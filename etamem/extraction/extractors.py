@@ -23,6 +23,7 @@ import threading
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from etamem.extraction.grounding import Source, check_unit, prompt_examples
+from etamem.extraction.markers import strip_markers
 from etamem.extraction.person_rewrite import (
     WE_FORMS,
     addressee_of,
@@ -132,12 +133,14 @@ _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019&-]*")
 
 def strip_filler(sentence: str) -> str:
     """`sentence` without leading interjections, greetings, vocatives and thanks for being told
-    ("Thanks for letting me know, ..."), and without a trailing 'lol'/'haha'."""
+    ("Thanks for letting me know, ..."), discourse markers (`etamem.extraction.markers`: "As I
+    said, ...", "..., remember?") and a trailing 'lol'/'haha'."""
     s = sentence.strip()
     for _ in range(6):
         before = s
         s = _LEAD_GREET_NAME_RE.sub("", s, count=1)
         s = _LEAD_THANKS_RE.sub("", s, count=1)
+        s = strip_markers(s)  # "Just so you know, ...", "As I said, ...", "..., remember?"
         m = _LEAD_INTERJ_RE.match(s)
         if m:
             s = s[m.end():]

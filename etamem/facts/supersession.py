@@ -561,6 +561,8 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
     `min_similarity`), the `top` most similar. A classifier with `uses_vectors` (the attribute
     slots) gets the new unit's vector and each candidate's (`near_vectors`: stored unit id ->
     vector; the batch's own are known)."""
+    from etamem.facts.lookalikes import distinct_facts
+
     links: list[tuple[str, str, str, float]] = []
     vecs = np.asarray(vectors, np.float32)
     with_vectors = bool(getattr(classifier, "uses_vectors", False))
@@ -580,6 +582,7 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
                 pool[other.amu_id] = Candidate(other.amu_id, other.text, other.speaker, other.timestamp, float(cos),
                                                tuple(f"turn:{other.space}/{t}" for t in other.source_turn_ids), vec)
         best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:top]
+        best = [c for c in best if not distinct_facts(unit.text, c.text)]  # look-alikes (etamem.facts.lookalikes)
         if not best:
             continue
         with cache_refs(*(f"turn:{unit.space}/{t}" for t in unit.source_turn_ids)):
