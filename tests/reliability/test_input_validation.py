@@ -79,7 +79,7 @@ def test_config_converts_int_to_float_and_list_to_tuple():
     ("vader_threshold", {"vader_threshold": -0.1}, "expected 0.0..1.0"),
     ("calibration_low_pct", {"calibration_low_pct": 101}, "expected 0.0..100.0"),
     ("calibration_low_pct", {"calibration_low_pct": 95.0}, "above calibration_high_pct"),
-    ("llm_timeout_s", {"llm_timeout_s": 0}, "expected > 0"),
+    ("llm_timeout_s", {"llm_timeout_s": -1}, "expected > 0"),  # 0: chosen by the endpoint
     ("routing_temperature", {"routing_temperature": -1}, "expected > 0"),
     ("llm_max_retries", {"llm_max_retries": -1}, "expected >= 0"),
     ("llm_backoff_s", {"llm_backoff_s": -1}, "expected >= 0"),
