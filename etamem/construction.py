@@ -117,7 +117,7 @@ class AMUUnits:
         extractor = engine.extractor.fallback if deferred else engine.extractor
         units, text_vecs, affect_vecs, turn_vecs = build_units(
             turns, live.name, extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
-        from etamem.facts.revisions import REVISES_KEY
+        from etamem.records import REVISES_KEY
 
         mentions: list[AMU] = []
         repeats = self.restatement(engine)
@@ -193,6 +193,7 @@ def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier
     units nearest each (`SpaceIndex.flat_candidates`) and the batch's earlier units
     (`etamem.facts.supersession.find_supersessions`); the index is read under the space's read lock, the
     classifier (maybe an LLM) runs outside it."""
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions, is_fact
 
     near: list[list[tuple[AMU, float]]] = []
@@ -205,4 +206,5 @@ def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier
             if wants:
                 vectors.update((s.key, live.index.text_vecs[live.index.row_of[s.key]].copy())
                                for s in found if s.key in live.index.row_of)
-    return find_supersessions(units, text_vecs, near, classifier, floor=floor, near_vectors=vectors)
+    return find_supersessions(units, text_vecs, near, classifier, floor=floor, near_vectors=vectors,
+                              distinct=distinct_facts)

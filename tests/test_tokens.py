@@ -72,7 +72,8 @@ def test_answer_keeps_the_best_evidence_that_fits_the_context(chat_server, caplo
     def reply(body):
         prompt = body["messages"][-1]["content"]
         if "Turn to process" in prompt:
-            return json.dumps({"facts": [re.search(r"I visited the harbour museum number \d+", prompt)[0]
+            turn = prompt.split("Turn to process")[-1]  # not a context turn's museum
+            return json.dumps({"facts": [re.search(r"I visited the harbour museum number \d+", turn)[0]
                                          .replace("I visited", "Ana visited")]})
         return "museum"
 

@@ -22,8 +22,8 @@ _LEAD = re.compile(
     r"|(?:just\s+)?(?:once\s+)?again|once\s+more|(?:just\s+)?to\s+repeat|(?:just\s+)?repeating\s+myself"
     r"|(?:just\s+)?(?:a\s+)?heads[-\s]up"
     r")(?:\s+(?:that|this))?\s*(?:[,:;\u2014\u2013-]+|\.{3}|\u2026)\s*", re.IGNORECASE)
-_TRAIL = re.compile(
-    r"\s*[,;\u2014\u2013-]+\s*(?:"
+_TRAIL = re.compile(  # (?<!\s)\s*+: one try per run of spaces (linear on long runs)
+    r"(?<!\s)\s*+[,;\u2014\u2013-]+\s*(?:"
     rf"(?:as|like)\s+(?:i(?:'ve|\s+have)?|we(?:'ve)?)\s+(?:already\s+)?{_SAID}"
     r"|as\s+you\s+(?:know|may\s+know|(?:may\s+)?remember|recall)|remember|you\s+remember|if\s+you\s+remember"
     r"|(?:just\s+)?(?:so\s+you\s+know|fyi|for\s+the\s+record|a\s+reminder|as\s+a\s+reminder)"

@@ -6,7 +6,7 @@ change').
 phone case" two things; "Rome with my parents in 2019" / "Rome with my girlfriend in 2022" two
 trips; "work from home on Mondays" / "the office on Thursdays" two days of one week. Without a
 word that says something changed ("moved", "now", "switched", "pushed to", "since", ...),
-`distinct_facts` tells such a pair apart and `find_supersessions` offers neither end to the
+`distinct_facts` tells such a pair apart and the engine (`find_supersessions(distinct=...)`) offers neither end to the
 other's classifier (rules, slots or LLM):
 
 - another holder: a relative's or partner's fact is not the speaker's ("my husband doesn't

@@ -35,6 +35,7 @@ import numpy as np
 
 from etamem.extraction.markers import strip_markers
 from etamem.facts.supersession import STRONG_CHANGE, attitude, holder, is_fact, negated
+from etamem.models.llm import cache_refs
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +258,13 @@ def find_restatements(units: Sequence, vectors: np.ndarray, near: Sequence[Seque
                 if other.speaker == unit.speaker and other.timestamp <= unit.timestamp:
                     priors[other.amu_id] = Prior(other.amu_id, other.text, float(cos),
                                                  other.timestamp.date() != unit.timestamp.date())
-        target = classifier.repeated(unit.text, unit.speaker, list(priors.values())) if priors else None
+        target = None
+        if priors:
+            # an LLM's cache entry holds every text it was shown: tagged with their turns (forgetting)
+            shown = [unit, *(o for o, _ in near[i] if o.amu_id in priors), *(units[j] for j in kept
+                                                                             if units[j].amu_id in priors)]
+            with cache_refs(f"space:{unit.space}", *(f"turn:{o.space}/{t}" for o in shown for t in o.source_turn_ids)):
+                target = classifier.repeated(unit.text, unit.speaker, list(priors.values()))
         if target is None:
             kept.append(i)
         else:

@@ -25,7 +25,7 @@ from etamem.facts.supersession import SUPERSEDES
 from etamem.forget import CAPTION_KEY
 from etamem.ingest.inputs import check_id
 from etamem.ingest.timeparse import parse_timestamp
-from etamem.records import AMU, Turn, UnknownIdError
+from etamem.records import AMU, REVISES_KEY, Turn, UnknownIdError
 from etamem.store.schema import UnitExtras
 from etamem.threads import blas_threads
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from etamem.live.space import LiveSpace
     from etamem.memory import Memory
 
-REVISES_KEY = "revises"  # turn extra: the id of the turn this one replaces
 REVISED_BY = "revised_by:"  # space meta key prefix: old turn id -> the id of the turn that replaced it
 
 

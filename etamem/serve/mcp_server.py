@@ -154,7 +154,10 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
                      now: str | None = None, top_k: int | None = None, filters: SearchFilters | None = None) -> dict:
         """Answer a question (`query`, as for search_memory; `question` is its older name) from a
         space's memory, with the evidence used (only units `filters` lets through, as for search_memory)."""
-        question = one_question(query, question)
+        try:
+            question = one_question(query, question)
+        except ValueError as exc:  # the caller's mistake: a tool error with its message
+            raise ToolError(str(exc)) from None
         ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k,
                            filters=plain(filters), work=search_work(question, top_k, memory.config.top_k))
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
