@@ -89,12 +89,13 @@ def scenario_units(encoder) -> dict:
 
 
 def recall(rows, classifier) -> tuple[int, int, list[str]]:
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions
 
     hit, missed = 0, []
     for sid, old, new, vecs in rows:
         units = old + new
-        links = find_supersessions(units, vecs, [[] for _ in units], classifier)
+        links = find_supersessions(units, vecs, [[] for _ in units], classifier, distinct=distinct_facts)
         olds, news = {u.amu_id for u in old}, {u.amu_id for u in new}
         if any(a in news and b in olds for a, b, _, _ in links):
             hit += 1
@@ -109,6 +110,7 @@ def cross_links(rows, classifier) -> list[tuple[str, str]]:
     sometimes the same slot, so a few are not wrong; this counts them all)."""
     from dataclasses import replace
 
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions
 
     units, vecs = [], []
@@ -120,7 +122,7 @@ def cross_links(rows, classifier) -> list[tuple[str, str]]:
     units, vecs = [units[i] for i in order], np.asarray([vecs[i] for i in order], np.float32)
     text = {u.amu_id: u.text for u in units}
     out = []
-    for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier):
+    for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier, distinct=distinct_facts):
         if a.split(":")[0] != b.split(":")[0] or ":new" not in a or ":old" not in b:
             out.append((text[a], text[b]))
     return out
@@ -135,10 +137,12 @@ def statement_units(encoder, step: timedelta = timedelta(minutes=1)):
 
 
 def false_links(units, vecs, classifier) -> list[tuple[str, str]]:
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions
 
     by_id = {u.amu_id: u.text for u in units}
-    return [(by_id[a], by_id[b]) for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier)]
+    return [(by_id[a], by_id[b]) for a, b, _, _ in find_supersessions(units, vecs, [[] for _ in units], classifier,
+                                                                      distinct=distinct_facts)]
 
 
 def locomo_units(path: Path, encoder, cache: Path):
@@ -162,6 +166,7 @@ def locomo_units(path: Path, encoder, cache: Path):
 def locomo_links(convs, classifier) -> list[tuple[str, str]]:
     """Links over each conversation, one session's units per batch; stored candidates: the 32
     units of earlier sessions nearest each new unit (every speaker; the same speaker kept later)."""
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions, is_fact
 
     found = []
@@ -182,7 +187,7 @@ def locomo_links(convs, classifier) -> list[tuple[str, str]]:
             batch = [units[i] for i in idx]
             nv = {units[j].amu_id: vecs[j] for j in prior}
             by_id = {u.amu_id: u.text for u in units}
-            links = find_supersessions(batch, vecs[idx], near, classifier, near_vectors=nv)
+            links = find_supersessions(batch, vecs[idx], near, classifier, near_vectors=nv, distinct=distinct_facts)
             found += [(by_id[a], by_id[b]) for a, b, _, _ in links]
     return found
 

@@ -1,5 +1,5 @@
 """Grounded answers: a context packet from hits and source turns, rendered into the answer
-prompt for the configured style; without an LLM, the best evidence sentences. `with_raw_turns`
+prompt for the configured style; without an LLM, the best stated fact for the question's kind. `with_raw_turns`
 and `space_time_summaries` read a space of the engine for them (whichever method searches it)."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from etamem.ingest.timeparse import format_date
 from etamem.models.prompt_files import render_prompt
 from etamem.models.tokens import fit
+from etamem.offline_answer import kind_answer
 from etamem.records import Answer, Hit, StageCost, Turn
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NO_LLM_NOTE = ("no LLM is configured: returning the best evidence sentences "
+NO_LLM_NOTE = ("no LLM is configured: returning the best stated fact for the question's kind "
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
 
 
@@ -62,9 +63,8 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
                    question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "") -> Answer:
     """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns;
     `time_summaries` is the Time-view section of the context packet."""
-    if llm is None:  # a fact that changed reads as such: "... (12 March 2024; no longer current)."
-        text = " ".join(f"{h.amu.text.rstrip('.')} ({format_date(h.amu.timestamp)}"
-                        f"{'; no longer current' if h.superseded_by else ''})." for h in hits[:n_sentences])
+    if llm is None:  # the best statement for each kind asked (a date for when, ...: etamem.offline_answer)
+        text = kind_answer(question, hits, n_sentences)
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
 
     def render(k: int) -> str:

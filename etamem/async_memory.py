@@ -166,12 +166,12 @@ class AsyncMemory:
         """
         return await self._run(self.memory.end_session, space)
 
-    async def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
+    async def delete(self, amu_id: str | None = None, space: str = "default", *, turn_id: str | None = None) -> int:
         """As `Memory.delete`: forget a unit, a turn and its units, or the whole space.
 
         Args:
-            space: The space (default "default").
             amu_id: The unit to forget (with neither `amu_id` nor `turn_id`: the whole space).
+            space: The space (default "default").
             turn_id: The turn to forget, with its units (keyword only).
 
         Returns:
@@ -180,16 +180,16 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.delete`.
         """
-        return await self._run(self.memory.delete, space, amu_id, turn_id=turn_id)
+        return await self._run(self.memory.delete, amu_id, space, turn_id=turn_id)
 
-    async def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+    async def update(self, turn_id: str, text: str, space: str = "default", *, forget_old: bool = False,
                      timestamp: datetime | str | None = None):
         """As `Memory.update`: replace a turn's text, the old version kept as history (or forgotten).
 
         Args:
-            space: The space holding the turn.
             turn_id: The turn to revise (any of its versions' ids).
             text: The new text (non-empty).
+            space: The space holding the turn (default "default").
             forget_old: Delete the old versions as `Memory.delete` does (keyword only; default False).
             timestamp: The new turn's time (default None: now).
 
@@ -200,7 +200,7 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.update`.
         """
-        return await self._run(self.memory.update, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
+        return await self._run(self.memory.update, turn_id, text, space, forget_old=forget_old, timestamp=timestamp)
 
     async def reindex(self) -> dict[str, dict]:
         """As `Memory.reindex`: re-encode every space with this Memory's models.
@@ -215,8 +215,8 @@ class AsyncMemory:
 
     # --- reads --------------------------------------------------------------------
     async def search(self, query: str, space: str = "default", top_k: int | None = None,
-                     now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None
-                     ) -> list[Hit]:
+                     now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None,
+                     strict: bool = False) -> list[Hit]:
         """As `Memory.search`: the best AMUs of the space for the query, best first.
 
         Args:
@@ -225,6 +225,7 @@ class AsyncMemory:
             top_k: How many hits, 1..10,000 (default None: `Config.top_k`).
             now: The question date: a datetime or a timestamp string (default None: none).
             filters: A `Filters` or its dict form (keyword only; default None: no filter).
+            strict: Raise UnknownSpaceError for a space the store does not hold (default False).
 
         Returns:
             The `Hit`s, best first.
@@ -232,12 +233,12 @@ class AsyncMemory:
         Raises:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.search`.
         """
-        return await self._run(self.memory.search, query, space, top_k, now, filters=filters)
+        return await self._run(self.memory.search, query, space, top_k, now, filters=filters, strict=strict)
 
     async def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                        now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                        routing: str | None = None, fallback: bool = True, trace: bool = False,
-                       filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
+                       filters: Filters | Mapping[str, Any] | None = None, strict: bool = False) -> SearchResult:
         """As `Memory.retrieve`: the hits with how they were found.
 
         Args:
@@ -250,6 +251,7 @@ class AsyncMemory:
             fallback: Allow the raw-turn fallback (default True).
             trace: Record a per-view trace of the beam search (default False).
             filters: A `Filters` or its dict form (default None: no filter).
+            strict: Raise UnknownSpaceError for a space the store does not hold (default False).
 
         Returns:
             A `SearchResult`.
@@ -258,7 +260,7 @@ class AsyncMemory:
             RuntimeError: This AsyncMemory is closed; otherwise the errors of `Memory.retrieve`.
         """
         return await self._run(self.memory.retrieve, query, space, top_k=top_k, now=now, views=views,
-                               routing=routing, fallback=fallback, trace=trace, filters=filters)
+                               routing=routing, fallback=fallback, trace=trace, filters=filters, strict=strict)
 
     async def context(self, query: str, space: str = "default", *, top_k: int | None = None,
                       now: datetime | str | None = None, filters: Filters | Mapping[str, Any] | None = None) -> str:

@@ -280,6 +280,12 @@ class Config:
         vader_piece_words: Most words VADER scans per 2,000 characters, after replacing each emoji
             by its description; a piece that expands to more is scored on a sample of this many
             (the default changes no score of ordinary text).
+        slot_queries: A first-person question for one of the user's attributes ("Where do I
+            live?") is searched with the words such facts are said with in passing appended
+            (`etamem.retrieval.slot_queries`).
+        restatements: A new AMU that restates a current fact of its speaker joins that unit as
+            a mention (`etamem.facts.restatements`): "auto" (rules, then the LLM when configured),
+            "rules", "llm" or "off".
     """
 
     # --- preset (etamem/presets.py, docs/presets.md) ------------------------------------
@@ -527,6 +533,15 @@ class Config:
     # description (~6 words); a piece that expands to more is scored on a sample of this many words.
     # 2,000 characters of ordinary text hold at most 1,000 words, so the default changes no score there
     vader_piece_words: int = 1000
+    # --- direct questions about the user (etamem/retrieval/slot_queries.py) -----------------------
+    # "Where do I live?", "Who is my employer?": searched with the words such facts are said with
+    # in passing ("move", "flat", "mortgage"; "office", "colleagues") appended; other questions as asked
+    slot_queries: bool = True
+    # --- repeats (etamem/facts/restatements.py, etamem/facts/mentions.py) -------------------------
+    # a new AMU that restates a current stored fact of the same speaker joins that unit as a
+    # mention instead of becoming a unit: "auto" (rules, then the LLM for the close pairs they
+    # leave when one is configured), "rules", "llm" (needs an LLM) or "off" (every statement a unit)
+    restatements: str = "auto"
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> "Config":
@@ -757,6 +772,7 @@ _CHOICES = {
     "affect_backend": ("auto", "roberta", "vader"),
     "extractor": ("auto", "rule", "llm"),
     "supersession": ("auto", "rules", "llm", "off"),
+    "restatements": ("auto", "rules", "llm", "off"),
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),
     "routing": ("entropy", "mean"),

@@ -83,6 +83,16 @@ class AMUUnits:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._supersession, self._supersession_resolved = None, False
+        self._restatement, self._restatement_resolved = None, False
+
+    def restatement(self, engine: Engine):
+        """The classifier of repeats (`etamem.facts.restatements`), made on first use from
+        `engine`'s config; None when `Config.restatements` is "off"."""
+        with self._lock:
+            if not self._restatement_resolved:
+                self._restatement = make_restatement(engine)
+                self._restatement_resolved = True
+            return self._restatement
 
     def supersession(self, engine: Engine):
         """The classifier of `supersedes` links between AMUs (`etamem.facts.supersession`), made on
@@ -107,19 +117,37 @@ class AMUUnits:
         extractor = engine.extractor.fallback if deferred else engine.extractor
         units, text_vecs, affect_vecs, turn_vecs = build_units(
             turns, live.name, extractor, engine.text_encoder, engine.affect_tagger, engine.timed)
+        from etamem.records import REVISES_KEY
+
+        mentions: list[AMU] = []
+        repeats = self.restatement(engine)
+        if deferred:
+            repeats = getattr(repeats, "rules", repeats)  # an LLM classifier's rules
+        # a revised turn (`Memory.update`) is a change of its old units, never their repeat
+        if repeats is not None and units and not any(REVISES_KEY in t.extra for t in turns):
+            from etamem.facts.mentions import merge_restatements
+
+            with engine.timed("links"):
+                merged = merge_restatements(live, engine.store, units, text_vecs, affect_vecs, repeats)
+            units, text_vecs, affect_vecs, mentions = merged.units, merged.text_vecs, merged.affect_vecs, merged.mentions
         classifier = self.supersession(engine)
         if deferred:
             classifier = getattr(classifier, "fallback", classifier)  # an LLM classifier's rules
-        if classifier is None or not units:
-            return turns, units, text_vecs, affect_vecs, turn_vecs, None
-        with engine.timed("links"):
-            links = supersession_links(live, units, text_vecs, classifier, engine.config.supersession_floor)
-        return turns, units, text_vecs, affect_vecs, turn_vecs, UnitExtras(links=links) if links else None
+        links = []
+        if classifier is not None and units:
+            with engine.timed("links"):
+                links = supersession_links(live, units, text_vecs, classifier, engine.config.supersession_floor)
+        extras = UnitExtras(links=links, mentions=mentions) if links or mentions else None
+        return turns, units, text_vecs, affect_vecs, turn_vecs, extras
 
     def forget_extras(self, store, space: str, units, dropped, rewritten) -> UnitExtras | None:
-        """Nothing of an AMU space's rows but the units' own changes when units are forgotten
-        (their rows and links go with them, `store.forget`)."""
-        return None
+        """The units that only a dropped turn mentions among others lose that turn (`etamem.facts.mentions`:
+        a restated fact stays while another mention remains); their rows and links go with them
+        otherwise (`store.forget`)."""
+        from etamem.facts.mentions import detach
+
+        kept = detach(store, space, units, dropped)
+        return UnitExtras(mentions=kept) if kept else None
 
     def history(self, store, space: str, unit_id: str) -> list | None:
         """None: an AMU's versions are the generic `supersedes` chain (`Memory.history`)."""
@@ -145,11 +173,27 @@ def make_supersession(engine: Engine):
         LLMSupersession(engine.llm, rules, temperature=config.fta_construction_temperature) if use_llm else rules)
 
 
+def make_restatement(engine: Engine):
+    """The repeats classifier `engine`'s config asks for (`Config.restatements`): None ("off"),
+    the rules, or the rules then the LLM ("llm", or "auto" with an LLM). ValueError when "llm"
+    has no LLM."""
+    from etamem.facts.restatements import LLMRestatement, RuleRestatement
+
+    mode = engine.config.restatements
+    if mode == "llm" and engine.llm is None:
+        raise ValueError("config restatements='llm' needs an LLM: set llm_model or ETAMEM_LLM_MODEL")
+    if mode == "off":
+        return None
+    use_llm = mode == "llm" or (mode == "auto" and engine.llm is not None)
+    return LLMRestatement(engine.llm) if use_llm else RuleRestatement()
+
+
 def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier, floor: float) -> list:
     """`supersedes` links of new `units` (text vectors (n, d_t)) against the live space's stored
     units nearest each (`SpaceIndex.flat_candidates`) and the batch's earlier units
     (`etamem.facts.supersession.find_supersessions`); the index is read under the space's read lock, the
     classifier (maybe an LLM) runs outside it."""
+    from etamem.facts.lookalikes import distinct_facts
     from etamem.facts.supersession import find_supersessions, is_fact
 
     near: list[list[tuple[AMU, float]]] = []
@@ -162,4 +206,5 @@ def supersession_links(live, units: list[AMU], text_vecs: np.ndarray, classifier
             if wants:
                 vectors.update((s.key, live.index.text_vecs[live.index.row_of[s.key]].copy())
                                for s in found if s.key in live.index.row_of)
-    return find_supersessions(units, text_vecs, near, classifier, floor=floor, near_vectors=vectors)
+    return find_supersessions(units, text_vecs, near, classifier, floor=floor, near_vectors=vectors,
+                              distinct=distinct_facts)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Iterable
 
+from etamem.extraction.markers import strip_markers
 from etamem.extraction.person_rewrite import capitalise, speaker_subject
 from etamem.facts.current_first import status_note
 from etamem.ingest.timeparse import format_date
@@ -41,18 +42,26 @@ def _quote(text: str) -> str:
 def render_context(hits: list[Hit], *, now: datetime | None = None) -> str:
     """The prompt-ready memory block for `hits` (best first, `source_turns` filled): a quote
     names its speaker as units do ("the user", a message's `name` with its role); a fact that
-    changed says which item is current (`etamem.facts.current_first.status_note`); an empty memory renders
-    as a block that says so."""
+    changed says which item is current (`etamem.facts.current_first.status_note`); a fact said
+    on several days says how often and when last (`etamem.facts.mentions`), each wording quoted
+    once; an empty memory renders as a block that says so."""
     lines: list[str] = []
     quoted: set[str] = set()
     numbers = {h.amu.amu_id: i for i, h in enumerate(hits, 1)}
     for i, h in enumerate(hits, 1):
         note = status_note(h, numbers)  # a fact that changed: which item is current
-        lines.append(f"{i}. [{format_date(h.amu.timestamp)}] {h.amu.text.strip()}" + (f" ({note})" if note else ""))
+        said = ""
+        if len(h.source_turns) > 1 and len({t.timestamp.date() for t in h.source_turns}) > 1:  # a restated fact
+            said = f"said {len(h.source_turns)} times, last on {format_date(max(t.timestamp for t in h.source_turns))}"
+        notes = "; ".join(n for n in (note, said) if n)
+        lines.append(f"{i}. [{format_date(h.amu.timestamp)}] {h.amu.text.strip()}" + (f" ({notes})" if notes else ""))
+        same: set[str] = set()  # a repeat's wording quoted once ("I'm vegan." / "As I said, I'm vegan.")
         for t in h.source_turns:
-            if t.turn_id in quoted or " ".join(t.text.split()) == " ".join(h.amu.text.split()):
+            key = " ".join(strip_markers(t.text).lower().split())
+            if t.turn_id in quoted or key in same or " ".join(t.text.split()) == " ".join(h.amu.text.split()):
                 continue
             quoted.add(t.turn_id)
+            same.add(key)
             who, role = speaker_subject(t.speaker, t.extra), speaker_subject(t.speaker)
             who = f"{who} ({role})" if who != role else capitalise(who)
             lines.append(f"   {who} said on {format_date(t.timestamp)}: \"{_quote(t.text)}\"")

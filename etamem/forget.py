@@ -93,9 +93,11 @@ def forget_targets(store, space: str, amu_id: str | None, turn_id: str | None) -
     return [], sources
 
 
-def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, whole_turns: bool) -> ForgetPlan:
+def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, whole_turns: bool,
+                keep_mentioned: bool = False) -> ForgetPlan:
     """Plan the deletion of `units` (their source turns redacted) or, with `whole_turns`, of the
-    `sources` turns and every unit drawn from them."""
+    `sources` turns and every unit drawn from them; `keep_mentioned` (AMUs, whose source turns
+    are mentions of one fact, `etamem.facts.mentions`): a unit that a turn kept also says stays."""
     plan = ForgetPlan(list(units), quoted=[u.text for u in units])
     for turn in sources:
         new, cut = (None, [turn.text]) if whole_turns else redact(turn, plan.quoted)
@@ -106,7 +108,9 @@ def plan_forget(store, space: str, units: list[AMU], sources: list[Turn], *, who
             plan.rewritten.append(new)
     if plan.dropped:  # units drawn from a turn that goes go with it
         have = {u.amu_id for u in plan.units}
-        plan.units += [u for u in store.amus_of_turns(space, plan.dropped) if u.amu_id not in have]
+        drop = set(plan.dropped)
+        plan.units += [u for u in store.amus_of_turns(space, plan.dropped) if u.amu_id not in have
+                       and not (keep_mentioned and set(u.source_turn_ids) - drop)]
         plan.quoted += [u.text for u in plan.units if u.text not in plan.quoted]
     plan.cache_keys = cache_keys(plan.units, sources)
     return plan

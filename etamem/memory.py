@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from etamem import tenancy, writing
+from etamem.arg_order import resolve_delete, resolve_update
 from etamem.context import with_sources
 from etamem.engine import LLM_CACHE_FILE, Engine  # noqa: F401 - LLM_CACHE_FILE: the LLM cache's file name
 from etamem.extraction.extractors import REJECTION_STATS
@@ -42,12 +43,22 @@ from etamem.records import (
     UnknownSpaceError,
 )
 from etamem.retrieval.rank_scores import rank_scores, with_similarity
+from etamem.retrieval.slot_queries import expand_query
 from etamem.store.sqlite import STORE_FILE  # noqa: F401 - STORE_FILE: the store's file name
 from etamem.threads import blas_threads
 from etamem.views import SpaceViews
 from etamem.writing import REPLACED_KEY, SKIPPED_KEY
 
 log = logging.getLogger(__name__)
+_UNKNOWN_SPACE_WARNED: set[str] = set()  # a search of a space the store does not hold: warned once per process
+
+
+def unknown_space_once(space: str) -> None:
+    """One WARNING per process for a search of a space the store does not hold (then DEBUG)."""
+    level = logging.DEBUG if _UNKNOWN_SPACE_WARNED else logging.WARNING
+    _UNKNOWN_SPACE_WARNED.add(space)
+    log.log(level, "search: no space %r in the store: nothing found. A new space is made by its first add; "
+            "if the name is mistyped, search(..., strict=True) raises (reported once per process)", space)
 
 
 class Memory(Engine):
@@ -341,7 +352,7 @@ class Memory(Engine):
         """
         return self.store.turns(self.known_space(space), turn_ids=turn_ids)
 
-    def delete(self, space: str = "default", amu_id: str | None = None, *, turn_id: str | None = None) -> int:
+    def delete(self, amu_id: str | None = None, space: str = "default", *, turn_id: str | None = None) -> int:
         """Forget one unit, one turn and every unit drawn from it, or the whole space.
 
         The text leaves every copy (see docs/design.md, 'Invariants'): unit and turn rows and
@@ -350,12 +361,13 @@ class Memory(Engine):
         now (recomputed), the search indexes and their derived files; deleted rows are zeroed
         (`secure_delete`) and the write-ahead log is truncated. A unit's sentences are also cut from
         its source turn (see `etamem.forget`): when they cannot be told apart, the whole turn goes
-        with its units.
+        with its units. The old order `delete(space, amu_id)` is still read as meant, with a
+        DeprecationWarning (see `etamem.arg_order`).
 
         Args:
-            space: The space (default "default").
             amu_id: The unit to forget. With neither `amu_id` nor `turn_id` (the default), the whole
-                space goes.
+                space goes: `delete(space="user-42")`.
+            space: The space (default "default").
             turn_id: The turn to forget, with every unit drawn from it (keyword only).
 
         Returns:
@@ -369,6 +381,7 @@ class Memory(Engine):
         from etamem.forget import forget_targets, plan_forget
         from etamem.retrieval import turn_text
 
+        amu_id, space = resolve_delete(self, amu_id, space, turn_id)
         if amu_id is not None and turn_id is not None:
             raise ValueError("delete: give amu_id or turn_id, not both")
         check_id(amu_id, "amu_id")
@@ -378,10 +391,11 @@ class Memory(Engine):
             if amu_id is None and turn_id is None:
                 return self._delete_space(live)
             units, sources = forget_targets(self.store, space, amu_id, turn_id)
-            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None)
+            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
+            plan = plan_forget(self.store, space, units, sources, whole_turns=turn_id is not None,
+                               keep_mentioned=units_kind.kind == "amu")
             vecs = (self.text_encoder.encode([turn_text(t) for t in plan.rewritten]) if plan.rewritten
                     else np.zeros((0, 0), np.float32))
-            units_kind = stored_units(self.method, self.store, space)  # what the space holds decides
             extras = units_kind.forget_extras(self.store, space, plan.units, plan.dropped, plan.rewritten)
             with blas_threads(self.config.blas_threads):
                 gone = live.forget(self.store, [u.amu_id for u in plan.units], plan.dropped, plan.rewritten, vecs,
@@ -390,20 +404,21 @@ class Memory(Engine):
             self._after_forget(space, plan.quoted, [t.turn_id for t in sources])
             return gone
 
-    def update(self, space: str, turn_id: str, text: str, *, forget_old: bool = False,
+    def update(self, turn_id: str, text: str, space: str = "default", *, forget_old: bool = False,
                timestamp: datetime | str | None = None):
         """Replace a turn's text, the old version kept as history (or forgotten).
 
         The new text is stored as a new turn (same session and speaker) and extracted; its units
         supersede the old turn's units, so `history(unit)` lists old -> new. Any version's id names
-        the current one; the current text again is a no-op. AMU spaces only.
+        the current one; the current text again is a no-op. AMU spaces only. The old order
+        `update(space, turn_id, text)` is still read as meant, with a DeprecationWarning.
 
         Args:
-            space: The space holding the turn.
             turn_id: The turn to revise (any of its versions' ids).
             text: The new text (non-empty).
+            space: The space holding the turn (default "default").
             forget_old: Delete the old turn and the earlier versions it revised, as
-                `delete(space, turn_id=...)` does (keyword only; default False: kept as history).
+                `delete(turn_id=..., space=...)` does (keyword only; default False: kept as history).
             timestamp: The new turn's time (a datetime or a timestamp string; default None: now).
 
         Returns:
@@ -417,6 +432,7 @@ class Memory(Engine):
         """
         from etamem.facts.revisions import update
 
+        turn_id, text, space = resolve_update(self, turn_id, text, space)
         return update(self, space, turn_id, text, forget_old=forget_old, timestamp=timestamp)
 
     def _delete_space(self, live: LiveSpace) -> int:
@@ -435,10 +451,12 @@ class Memory(Engine):
         return len(units)
 
     def search(self, query: str, space: str = "default", top_k: int | None = None,
-               now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> list[Hit]:
+               now: datetime | str | None = None, *, filters: Filters | Mapping[str, Any] | None = None,
+               strict: bool = False) -> list[Hit]:
         """Best AMUs of the space for the query, best first (`retrieve`'s hits).
 
-        A space with nothing stored yet gives [] (not an error).
+        A space with nothing stored yet gives [] (not an error; a WARNING the first time in a
+        process, naming it: a mistyped space looks the same), or with `strict` UnknownSpaceError.
 
         Args:
             query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
@@ -448,19 +466,22 @@ class Memory(Engine):
                 timestamp string (default None: none).
             filters: A `Filters` or its dict form (speaker / role, session_id, since, until,
                 metadata), applied inside the search (keyword only; default None: no filter).
+            strict: Raise UnknownSpaceError for a space the store does not hold (keyword only;
+                default False: [] and a WARNING once per process).
 
         Returns:
             The `Hit`s, each with its AMU, score, views and source turns.
 
         Raises:
             ValueError: A bad argument, naming it (`query`, `top_k`, `now`, `filters.since`, ...).
+            UnknownSpaceError: With `strict`, a space the store does not hold (a ValueError).
         """
-        return self.retrieve(query, space, top_k=top_k, now=now, filters=filters).hits
+        return self.retrieve(query, space, top_k=top_k, now=now, filters=filters, strict=strict).hits
 
     def retrieve(self, query: str, space: str = "default", *, top_k: int | None = None,
                  now: datetime | str | None = None, views: tuple[str, ...] = ("event", "affect", "time"),
                  routing: str | None = None, fallback: bool = True, trace: bool = False,
-                 filters: Filters | Mapping[str, Any] | None = None) -> SearchResult:
+                 filters: Filters | Mapping[str, Any] | None = None, strict: bool = False) -> SearchResult:
         """Entropy-routed hierarchical retrieval with its routing weights.
 
         See docs/design.md, 'Query path'. `top_k` AMUs are shared across `views` by `routing`, found
@@ -470,7 +491,8 @@ class Memory(Engine):
         best raw turns are added as hits with `views == ("raw",)` (or fused, see `fallback_fusion`).
         A read: turns still pending (see `flush`) are not processed, only counted in
         `SearchResult.pending_turns`. Every hit carries its `source_turns`. A space with nothing
-        stored yet gives an empty result (not an error).
+        stored yet gives an empty result (not an error; a WARNING naming it the first time in a
+        process, as a mistyped space looks the same), or with `strict` UnknownSpaceError.
 
         Args:
             query: The question or text to search for (non-empty; at most `Config.max_turn_chars`).
@@ -487,6 +509,8 @@ class Memory(Engine):
                 metadata), applied inside the search: only matching units and raw turns are
                 candidates, so `top_k` hits come back whenever that many units match (see
                 docs/python-api.md, 'Metadata and filters'). Default None: no filter.
+            strict: Raise UnknownSpaceError for a space the store does not hold (default False:
+                an empty result, and a WARNING once per process).
 
         Returns:
             A `SearchResult`: the hits, best first, with the per-view weights, budgets and entropies,
@@ -495,6 +519,7 @@ class Memory(Engine):
         Raises:
             ValueError: A bad argument, naming it (`query`, `top_k`, `views`, `now`, `filters.since`,
                 ...).
+            UnknownSpaceError: With `strict`, a space the store does not hold (a ValueError).
         """
         query = validate_query(query, self.config.max_turn_chars)
         k = self.config.top_k if top_k is None else validate_top_k(top_k)
@@ -505,9 +530,11 @@ class Memory(Engine):
         unit_filter = resolve_filters(filters, self.config.default_timezone)
         name = self.space_name(space)
 
+        searched = expand_query(query) if self.config.slot_queries else query  # "Where do I live?" widened
+
         def run() -> SearchResult:
             with self.scoped(name):
-                return self.method.search(self, query, space, k, when, views=views, routing=routing,
+                return self.method.search(self, searched, space, k, when, views=views, routing=routing,
                                           fallback=fallback, trace=trace, filters=unit_filter)
 
         try:
@@ -519,7 +546,17 @@ class Memory(Engine):
                 if not self._distrust_files(name, exc):
                     raise
                 result = run()
-        except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn)
+            copies = self._collapse(name, result)
+            if copies and len(result.hits) + copies >= k:  # two units of one fact (a store written before
+                k += copies  # repeats were folded at write time): one kept, the ranking refilled
+                result = run()
+                self._collapse(name, result)
+                k -= copies
+                result = replace(result, hits=result.hits[:k])
+        except UnknownSpaceError:  # nothing stored yet: nothing found (an agent's first turn), or a typo
+            if strict:
+                raise
+            unknown_space_once(name)
             return SearchResult([], {}, {}, {})
         live = self._live.get(name)
         if live is not None:
@@ -541,6 +578,26 @@ class Memory(Engine):
                                  turn_units=lambda ids: self._turn_units(name, ids))
         hits = rank_scores(hits)  # Hit.score follows the ranking (docs/concepts.md, 'Scores')
         return replace(result, hits=with_sources(hits, lambda ids: self.turns_by_id(space, ids)))
+
+    def _collapse(self, space: str, result: SearchResult) -> int:
+        """Drop from `result.hits` (in place) the unit hits that restate a hit ranked above them
+        (`etamem.facts.restatements.collapse_repeats`); how many went."""
+        from etamem.facts.restatements import collapse_repeats
+
+        live = self._live.get(space)
+        if live is None or len(result.hits) < 2:
+            return 0
+        index = live.index
+
+        def vector_of(unit_id: str):
+            row = index.row_of.get(unit_id)
+            return None if row is None else index.text_vecs[row]
+
+        kept = collapse_repeats(result.hits, vector_of)
+        gone = len(result.hits) - len(kept)
+        if gone:
+            result.hits[:] = kept
+        return gone
 
     def _passing(self, space: str, unit_filter, unit_ids: list[str]) -> set[str]:
         """The ids among `unit_ids` of stored units that `unit_filter` lets through."""

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 POLARITIES = ("negative", "neutral", "positive")
+REVISES_KEY = "revises"  # Turn.extra of a revised turn (Memory.update): the id of the turn it replaces
 
 
 class UnknownIdError(KeyError):

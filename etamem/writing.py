@@ -50,12 +50,15 @@ def add(mem: Engine, turns: Iterable[Turn | Mapping[str, Any]] | Turn | Mapping[
             if check_units_kind(mem.store, space, mem.method.units.kind):
                 mem.store.set_space_meta(space, UNITS_KEY, mem.method.units.kind)
         new = process_pending(mem, space, live)
-        if len(fresh) == len(clean):
+        # a restatement joined a stored unit (`etamem.facts.mentions`): that unit is its turn's
+        said = {s for a in new for s in a.source_turn_ids}
+        repeated = [t.turn_id for t in fresh if t.turn_id not in said]
+        if len(fresh) == len(clean) and not repeated:
             return new
         # a retry: the turns already stored give their units back, in the order given
         order = {t.turn_id: i for i, t in enumerate(clean)}
         made = {a.amu_id for a in new}
-        old = [a for a in mem.store.amus_of_turns(space, list(stored)) if a.amu_id not in made]
+        old = [a for a in mem.store.amus_of_turns(space, [*stored, *repeated]) if a.amu_id not in made]
         return sorted(old + new, key=lambda a: min((order.get(s, len(order)) for s in a.source_turn_ids)))
 
 

@@ -152,8 +152,8 @@ def test_check_names_labels_and_conflicts_without_storing(tmp_path):
         mem.check([{**turn, "text": "I adopted a dog."}], space="x", labels=["f.jsonl:2: turn"])
     assert [t.text for t in mem.check([{**turn, "text": "I adopted a dog."}], space="x", new_space=True)] == [
         "I adopted a dog."]
-    for bare in ("I like tea", b"tea", 5, None):
-        with pytest.raises(ValueError, match=r"^turns: expected a dict with session_id, speaker, text and timestamp"):
+    for bare in (b"tea", 5, None):
+        with pytest.raises(ValueError, match=r"^turns: expected a string \(one user message\), a dict with speaker"):
             mem.add(bare, space="x")
     with pytest.raises(UnknownIdError, match="no AMU 'nope'") as info:
         mem.get("nope", space="x")
@@ -161,8 +161,8 @@ def test_check_names_labels_and_conflicts_without_storing(tmp_path):
     mem.close()
 
 
-def test_affect_fallback_warned_once_and_a_vader_store_never_tries_roberta(tmp_path, monkeypatch, caplog):
-    """'auto' without RoBERTa weights: VADER with one WARNING per process and reason; a store
+def test_affect_fallback_logged_at_info_and_a_vader_store_never_tries_roberta(tmp_path, monkeypatch, caplog):
+    """'auto' without RoBERTa weights: VADER with an INFO line (not a WARNING); a store
     that recorded VADER opens with VADER directly (no RoBERTa load, an INFO line)."""
     from conftest import HashingEncoder
     from etamem.models import affect
@@ -174,7 +174,7 @@ def test_affect_fallback_warned_once_and_a_vader_store_never_tries_roberta(tmp_p
         for _ in range(2):
             assert isinstance(affect.make_affect_tagger(cfg, enc), affect.VaderAffectTagger)
     levels = [r.levelname for r in caplog.records if "VADER fallback" in r.message]
-    assert levels == ["WARNING", "INFO"]
+    assert levels == ["INFO", "INFO"]  # the documented default without weights: no WARNING on every start
 
     def no_roberta(*a, **k):
         raise AssertionError("RoBERTa must not be tried for a store built with VADER")
@@ -234,3 +234,20 @@ def test_a_cli_search_does_not_import_sentence_transformers(demo_store):
                          cwd=demo_store.parent, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:]
+
+
+def test_add_takes_a_plain_string_as_one_user_message(tmp_path):
+    """`add("I'm vegan.")` stores one user turn with default session, time and id (also in a list)."""
+    from conftest import HashingEncoder
+    from etamem.models.affect import VaderAffectTagger
+
+    enc = HashingEncoder()
+    mem = Memory(tmp_path / "m", text_encoder=enc, affect_tagger=VaderAffectTagger(enc))
+    mem.add("I'm vegan.", space="x")
+    mem.add(["I live in Porto.", {"speaker": "assistant", "text": "Noted."}], space="x")
+    turns = mem.turns("x")
+    assert [(t.speaker, t.text) for t in turns] == [("user", "I'm vegan."), ("user", "I live in Porto."),
+                                                   ("assistant", "Noted.")]
+    assert all(t.session_id and t.timestamp and t.turn_id for t in turns)
+    assert mem.check("I eat fish.", space="x")[0].speaker == "user"
+    mem.close()

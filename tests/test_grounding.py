@@ -172,6 +172,8 @@ DEMO_PARAPHRASES = [  # what a good model writes for the demo's turns
     ("s3:6", "Jonas felt frustrated because the flat he wanted in Bremen went to someone else."),
     ("s1:8", "Jonas asked whether Maya is still training for the Lisbon half marathon."),
     ("s1:8", "Maya is training for the Lisbon half marathon."),
+    # the question reported as asked: the listener stays "you" (FTA-Mem's "<name> said: <turn>")
+    ("s1:8", "Jonas said: That sounds adorable. Are you still training for the Lisbon half marathon?"),
 ]
 
 

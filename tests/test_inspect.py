@@ -30,7 +30,9 @@ def turns():
         for _, texts in TOPICS:
             for j in (s % 2, 2 + s % 2):
                 out.append({"turn_id": f"t{i}", "session_id": f"s{s}", "timestamp": f"{day}T10:{i % 60:02d}",
-                            "speaker": "Ana" if i % 2 else "Ben", "text": texts[j]})
+                            # sessions 2 and 3 say what 0 and 1 said, each line by the other speaker:
+                            # no repeats (a repeat is a mention of the earlier unit)
+                            "speaker": "Ana" if (i + (s >= 2)) % 2 else "Ben", "text": texts[j]})
                 i += 1
     return out
 
@@ -83,7 +85,7 @@ def test_space_stats_match_the_views(mem):
     assert s.views["event"].depth >= 2 and s.views["affect"].depth >= 1
     assert any(s.views[v].threshold_history for v in ("event", "affect"))
     t = s.views["time"]
-    assert t.levels == views.time.counts() == {"month": 1, "week": 3, "day": 4, "session": 4}  # weeks hang under the month of their Monday
+    assert t.levels == views.time.counts() == {"month": 2, "week": 3, "day": 4, "session": 4}  # a day under its own month
     assert t.leaf_size_hist == [[8, 4]] and t.nodes == len(views.time.nodes)
 
 
@@ -108,7 +110,7 @@ def test_subtree_covers_the_tree_and_honours_depth_and_node(mem):
     assert any(n.truncated for n in top.children) and not any(n.members for n in top.walk() if n.kind != "leaf")
     time = ins.subtree(mem, "u", "time")
     assert time.kind == "forest" and {n.node_id for n in time.walk()} == set(views.time.nodes) | {"time"}
-    assert [n.node_id for n in time.children] == ["M:2023-05"] and time.count == len(mem.list("u"))
+    assert [n.node_id for n in time.children] == ["M:2023-05", "M:2023-06"] and time.count == len(mem.list("u"))
     day = ins.subtree(mem, "u", "time", node="D:2023-06-03")
     assert [c.node_id for c in day.children] == ["S:s3"] and len(day.children[0].members) == 8
     with pytest.raises(ValueError, match="node"):
@@ -200,7 +202,7 @@ def test_cli_inspect_trace_export_stats(store_dir, minilm, tmp_path, capsys):
     assert "Event tree" in out and "leaf" in out and "AMUs" in out
     assert main(["-q", "inspect", str(store_dir), "--view", "time", "--depth", "2", "--json"]) == 0
     (node,) = json.loads(capsys.readouterr().out)
-    assert node["kind"] == "forest" and [c["node_id"] for c in node["children"]] == ["M:2023-05"]
+    assert node["kind"] == "forest" and [c["node_id"] for c in node["children"]] == ["M:2023-05", "M:2023-06"]
     assert main(["-q", "inspect", str(store_dir), "--amu", "t0#0"]) == 0
     assert "S:s0" in capsys.readouterr().out
     assert main(["-q", "trace", str(store_dir), "Where does the cat sleep?", "--top-k", "4"]) == 0

@@ -372,13 +372,13 @@ def test_update_forget_old_removes_the_old_text_everywhere(mem):
 def test_update_refuses_unknown_ids_and_empty_text(mem):
     _two_turns(mem)
     with pytest.raises(UnknownIdError, match="'zz'"):
-        mem.update("u", "zz", "text")
+        mem.update("zz", "text", "u")
     with pytest.raises(UnknownSpaceError, match="'nope'"):
-        mem.update("nope", "a", "text")
+        mem.update("a", "text", "nope")
     with pytest.raises(ValueError, match="text"):
-        mem.update("u", "a", "   ")
+        mem.update("a", "   ", "u")
     with pytest.raises(ValueError, match="timestamp"):
-        mem.update("u", "a", "I live in Oslo.", timestamp="not a date")
+        mem.update("a", "I live in Oslo.", "u", timestamp="not a date")
     assert len(mem.turns("u")) == 2
 
 
@@ -395,3 +395,15 @@ def test_the_docs_example_runs_as_written(tmp_path, monkeypatch, capsys):
     exec(compile(code, str(DOCS_PAGE), "exec"), {"__name__": "__docs__"})
     out = capsys.readouterr().out
     assert "Miso" in out.splitlines()[0]
+
+
+def test_values_in_langgraphs_own_shapes_are_indexed_by_default(mem):
+    """Without `fields` or `index`, a value with no "text" / "content" is indexed whole, as
+    LangGraph's stores do: `{"data": ...}` and `{"memory": ...}` values are searchable."""
+    store = EtamemStore(mem)
+    store.put(("u",), "a", {"data": "Ana is allergic to peanuts."})
+    store.put(("u",), "b", {"memory": "Ben moved to Porto last spring.", "kind": "move"})
+    store.put(("u",), "c", {"v": 1})  # no text anywhere: stored, not searched
+    turns = {t.extra["langgraph_key"]: t.text for t in mem.turns(space_of(("u",)))}
+    assert turns == {"a": "Ana is allergic to peanuts.", "b": "Ben moved to Porto last spring.\nmove"}
+    assert store.search(("u",), query="Who moved to Porto?")[0].key == "b"

@@ -314,3 +314,27 @@ def test_docs_page_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "The weather: sunny" in out and "Noted." in out, out
     assert any("Lisbon" in (instructions or "") for instructions, _ in model.calls[1:]), model.calls
+
+
+def test_the_question_being_answered_is_not_its_own_memory(minilm, tmp_path):
+    """Issue 49: the Runner stores the user's message before the model call; the memory in the
+    instructions for that message never holds the message itself (it came back as memory #1)."""
+    model = FakeModel()
+    question = "Where do I live now? I just moved, remember?"
+
+    async def main():
+        async with AsyncMemory(fast_memory(minilm, tmp_path / "store")) as amem:
+            await amem.add([{"role": "user", "content": "I just moved to Lisbon for a new job."}], space="ana")
+            agent = Agent(name="Assistant", instructions=etamem_instructions(amem, "ana", "Be brief.", top_k=3))
+            session = EtamemSession("chat-2", amem, space="ana")
+            config = RunConfig(model_provider=FakeProvider(model), tracing_disabled=True)
+            await Runner.run(agent, question, session=session, run_config=config)
+            turns = await amem.turns("ana")
+            amem.memory.close()
+        return turns
+
+    turns = asyncio.run(main())
+    assert question in [t.text for t in turns]  # stored before the model was called
+    instructions = model.calls[-1][0]
+    assert "Lisbon" in instructions
+    assert "Where do I live" not in instructions, instructions

@@ -241,7 +241,7 @@ def test_a_search_finishes_while_an_add_waits_on_a_slow_llm(hashing_encoder, cha
         assert time.perf_counter() - t0 < 1.5 and writer.is_alive()
     writer.join(10)
     assert not writer.is_alive()
-    assert "I repaired my old bike." in {a.text for a in mem.list("a")}
+    assert "Ana repaired their old bike." in {a.text for a in mem.list("a")}  # first person as the speaker
     # session-end summaries: the structural pass is committed, the LLM is asked outside the lock
     slow.clear()
     asked.clear()

@@ -64,6 +64,9 @@ def test_tools_in_process_with_tenancy(memory):
             assert "no unit" in error(await c.call_tool("memory_history", {"space": "alice", "unit_id": "nope"}))
             ans = payload(await c.call_tool("answer", {"space": "alice", "question": "What is the cat called?"}))
             assert "Miso" in ans["text"] and ans["evidence"]
+            by_query = payload(await c.call_tool("answer", {"space": "alice", "query": "What is the cat called?"}))
+            assert by_query["text"] == ans["text"]  # `query`, as search_memory names it
+            assert "query" in error(await c.call_tool("answer", {"space": "alice"}))
             assert "not one of the spaces" in error(await c.call_tool("search_memory", {"space": "bob", "query": "cat"}))
             assert "top_k" in error(await c.call_tool("search_memory", {"space": "alice", "query": "x", "top_k": 0}))
             assert "timestamp" in error(await c.call_tool(

@@ -41,8 +41,8 @@ def test_amus_are_routed_to_views(minilm):
     assert sorted(views.affect.row_of) == sorted(a.amu_id for a in amus if a.polarity != "neutral")
     assert sorted(views.time.amu_session) == sorted(a.amu_id for a in amus)
     assert views.event.row_of and views.affect.row_of
-    # 8 May (Mon), 20 May (Sat, Monday 15 May), 2 June (Fri, Monday 29 May): one month by the Monday rule
-    assert views.time.counts() == {"month": 1, "week": 3, "day": 3, "session": 3}
+    # 8 May (Mon), 20 May (Sat, Monday 15 May), 2 June (Fri, Monday 29 May): each day under its own month
+    assert views.time.counts() == {"month": 2, "week": 3, "day": 3, "session": 3}
     # the affect tree is keyed by affective embeddings, the event tree by text embeddings
     assert views.affect.dim == minilm.dim + 5 and views.event.dim == minilm.dim
 

@@ -19,6 +19,8 @@ TOP_MODULES = {
     "__init__", "__main__", "memory", "async_memory", "engine", "config", "presets", "method", "records",
     "filters", "tenancy", "writing", "construction", "forget", "context", "answering", "threads", "output",
     "install_hints",  # the install command an ImportError names (every part raises them)
+    "offline_answer",  # answering's other half: the answer without an LLM
+    "arg_order",  # the facade's reading of the old delete / update argument order
 }
 TOP_PACKAGES = {
     "cli", "serve", "inspection", "bench", "integrations",  # faces

@@ -293,3 +293,17 @@ def test_search_filters_and_metadata(served):
             "$ref": "#/components/schemas/SearchFilters"}
     assert set(parts["SearchFilters"]["properties"]) == {"speaker", "role", "session_id", "since", "until", "metadata"}
     assert "metadata" in parts["TurnItem"]["properties"] and "metadata" in parts["MessageItem"]["properties"]
+
+
+def test_answer_takes_query_as_search_does_and_question_still(served):
+    """`/answer` reads `query` (as `/search` and `/context` do) and keeps `question`; neither, or two
+    different ones, is a 422 naming `query`."""
+    client, mem, keys = served
+    h = auth(keys["alice"])
+    by_query = client.post("/v1/spaces/alice/answer", json={"query": "What pet does Ana have?"}, headers=h)
+    by_question = client.post("/v1/spaces/alice/answer", json={"question": "What pet does Ana have?"}, headers=h)
+    assert by_query.status_code == by_question.status_code == 200, by_query.text
+    assert by_query.json()["text"] == by_question.json()["text"]
+    for body in ({}, {"query": "cat?", "question": "dog?"}):
+        r = client.post("/v1/spaces/alice/answer", json=body, headers=h)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "query", r.text

@@ -299,15 +299,15 @@ def test_insertion_opens_leaf_below_tau_new_under_best_parent():
 
 
 # --- Time forest -----------------------------------------------------------------------------
-def test_time_forest_levels_midnight_and_week_month_rule():
+def test_time_forest_levels_midnight_and_own_month_rule():
     forest = TimeForest(4)
     v = unit(np.ones(4))
     t0 = datetime(2023, 10, 1, 23, 50, tzinfo=timezone.utc)  # a Sunday; its Monday is 25 Sep
     forest.insert("a", v, t0, "s1")
     forest.insert("b", v, t0 + timedelta(minutes=20), "s1")  # after midnight: same session
     forest.insert("c", v, datetime(2023, 10, 2, 9, tzinfo=timezone.utc), "s2")
-    assert forest.counts() == {"month": 2, "week": 2, "day": 2, "session": 2}
-    assert forest.path("S:s1") == ["S:s1", "D:2023-10-01", "W:2023-W39", "M:2023-09"]
+    assert forest.counts() == {"month": 1, "week": 2, "day": 2, "session": 2}  # a day under its own month
+    assert forest.path("S:s1") == ["S:s1", "D:2023-10-01", "W:2023-W39/2023-10", "M:2023-10"]
     assert forest.path("S:s2") == ["S:s2", "D:2023-10-02", "W:2023-W40", "M:2023-10"]
     assert forest.nodes["S:s1"].members == ["a", "b"]
     assert forest.nodes["D:2023-10-01"].end == t0 + timedelta(minutes=20)
@@ -331,8 +331,8 @@ def test_time_forest_counts_on_locomo_dev(locomo_dev):
         starts = [datetime.strptime(c[f"{k}_date_time"], "%I:%M %p on %d %B, %Y")
                   for k, v in c.items() if k.startswith("session_") and isinstance(v, list)]
         days = {s.date() for s in starts}
-        mondays = {d - timedelta(days=d.weekday()) for d in days}
-        expected = {"month": len({(m.year, m.month) for m in mondays}), "week": len(mondays),
+        weeks = {(d - timedelta(days=d.weekday()), d.year, d.month) for d in days}  # a week's part in each month
+        expected = {"month": len({(d.year, d.month) for d in days}), "week": len(weeks),
                     "day": len(days), "session": len(starts)}
         assert forest.counts() == expected, conv.space
 

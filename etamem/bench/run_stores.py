@@ -216,7 +216,7 @@ class Workbench:
         the next run builds it again, extractions already made coming from the caches)."""
         mem = self.memory(construction)
         if conv.space in mem.spaces():
-            mem.delete(conv.space)
+            mem.delete(space=conv.space)
         before = self.llm.usage() if self.llm is not None else {}
         t0 = time.perf_counter()
         for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):

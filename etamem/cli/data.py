@@ -65,7 +65,7 @@ def cmd_delete(args) -> int:
                     raise ValueError(f"{what}? add --yes to confirm (not asked: no terminal)")
                 if input(f"{what}? [y/N] ").strip().lower() not in ("y", "yes"):
                     raise ValueError(f"{space}: not deleted (answered no)")
-        gone = mem.delete(space, args.unit, turn_id=args.turn)
+        gone = mem.delete(args.unit, space, turn_id=args.turn)
     target = f"turn {args.turn}" if args.turn else f"unit {args.unit}" if args.unit else "the space"
     print(f"{space}: deleted {target} ({gone} unit{'s' * (gone != 1)}); its text is gone from every copy")
     return 0

@@ -223,7 +223,8 @@ class LLMQueue:
                     self._summaries.pop(space, None)
                     return
                 requests = jobs[0]
-            texts = {} if summariser is None else summarise(requests, summariser)
+            with engine.scoped(space):  # cache entries tagged with the space (forgetting finds them)
+                texts = {} if summariser is None else summarise(requests, summariser)
             with self._landing:
                 if self._stopped:
                     return

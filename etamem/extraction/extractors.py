@@ -23,6 +23,7 @@ import threading
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from etamem.extraction.grounding import Source, check_unit, prompt_examples
+from etamem.extraction.markers import strip_markers
 from etamem.extraction.person_rewrite import (
     WE_FORMS,
     addressee_of,
@@ -33,12 +34,14 @@ from etamem.extraction.person_rewrite import (
     rewrite_first_plural,
     rewrite_second_person,
     speaker_name,
+    speaker_role,
     speaker_subject,
     third_person,
     turn_subject,
     we_group,
 )
 from etamem.extraction.relative_dates import resolve_relative_dates
+from etamem.extraction.requests import is_pleasantry, is_request, statement_clauses
 from etamem.extraction.stems import STOPWORDS
 from etamem.models.llm import LLMError, LLMUnavailable
 from etamem.models.prompt_files import load_prompt, render_prompt
@@ -130,12 +133,14 @@ _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019&-]*")
 
 def strip_filler(sentence: str) -> str:
     """`sentence` without leading interjections, greetings, vocatives and thanks for being told
-    ("Thanks for letting me know, ..."), and without a trailing 'lol'/'haha'."""
+    ("Thanks for letting me know, ..."), discourse markers (`etamem.extraction.markers`: "As I
+    said, ...", "..., remember?") and a trailing 'lol'/'haha'."""
     s = sentence.strip()
     for _ in range(6):
         before = s
         s = _LEAD_GREET_NAME_RE.sub("", s, count=1)
         s = _LEAD_THANKS_RE.sub("", s, count=1)
+        s = strip_markers(s)  # "Just so you know, ...", "As I said, ...", "..., remember?"
         m = _LEAD_INTERJ_RE.match(s)
         if m:
             s = s[m.end():]
@@ -265,6 +270,9 @@ class RuleExtractor:
     labels ("I love jazz" -> "The user loves jazz."), or the turn's `extra["name"]`.
     Opt-in: you/your -> the other speaker (`resolve_you`; the one other speaker in `context`)
     and "<speaker>: " before units that do not name the speaker (`attribute`).
+    In a chat with an assistant (role-labelled speakers), questions, requests and pleasantries make
+    no unit, a request's clauses that state something about the speaker excepted (`drop_requests`,
+    see `etamem.extraction.requests`).
 
     Defaults from LoCoMo dev retrieval (recall@20, no LLM): "we" -> "<speaker> and others"
     helps most; short sentences and verb agreement help a little. "you" -> the addressee costs
@@ -276,7 +284,7 @@ class RuleExtractor:
     def __init__(self, min_words: int = 3, *, keep_short: bool = True, attach_short: bool = True,
                  keep_statements: bool = True, resolve_you: bool = False, resolve_we: bool = True,
                  we_form: str = "others", resolve_dates: bool = True, conjugate: bool = True,
-                 attribute: bool = False) -> None:
+                 attribute: bool = False, drop_requests: bool = True) -> None:
         if min_words < 0:
             raise ValueError("min_words must be >= 0")
         if we_form not in WE_FORMS:
@@ -291,6 +299,7 @@ class RuleExtractor:
         self.resolve_dates = resolve_dates
         self.conjugate = conjugate
         self.attribute = attribute
+        self.drop_requests = drop_requests
 
     @classmethod
     def from_config(cls, config: Any) -> "RuleExtractor":
@@ -307,6 +316,27 @@ class RuleExtractor:
             return False
         return is_salient(sentence, participants) or (self.keep_statements and is_statement(sentence, participants))
 
+    def _sentences(self, turn: Turn) -> list[str]:
+        """The sentences of `turn` that may hold a fact. With `drop_requests`, in a chat with an
+        assistant (a role-labelled speaker: user, assistant, ...): no question, request or
+        pleasantry, only a request's clauses that state something about the speaker
+        (`etamem.extraction.requests`). Between named people ("Did you go to the concert in
+        Boston?") a question stays: it is how they exchange news."""
+        out = []
+        chat = self.drop_requests and speaker_role(turn.speaker) is not None
+        for sentence in split_sentences(turn.text or ""):
+            if not chat:
+                out.append(sentence)
+                continue
+            bare = strip_filler(sentence)
+            if is_pleasantry(bare):
+                continue
+            if is_request(bare):
+                out += [f"{clause}." for clause in statement_clauses(bare)]
+            else:
+                out.append(sentence)
+        return out
+
     def extract(self, turn: Turn, context: Sequence[Turn] = ()) -> list[str]:
         """Atomic units for `turn`; [] when the turn is only filler. `context`: the turns
         before it in the session (they name the addressee)."""
@@ -315,7 +345,7 @@ class RuleExtractor:
         participants = sorted({name, speaker_name(turn.speaker),
                                *(n for t in context for n in (turn_subject(t), speaker_name(t.speaker)))})
         units: list[str] = []
-        for sentence in split_sentences(turn.text or ""):
+        for sentence in self._sentences(turn):
             kept = strip_filler(sentence)
             n_words = len(content_words(kept)) if kept else 0
             short = n_words < self.min_words

@@ -592,6 +592,8 @@ def _listener_fact(unit: str, src: Source, sup: _Support) -> str | None:
     if any(_person(s) != person for s, _ in src.turns):
         return None  # another speaker in the source: `_swapped` reads it
     rest = unit[m.end():]
+    if _SECOND_PERSON.search(rest) or rest.rstrip().endswith("?"):
+        return None  # reports the question as asked ("Caroline said: ... Do you paint often?")
     if any(w in sup.people_words and not person.startswith(w) for w in _words(rest)):
         return None  # names someone else: "Jonas asked whether Maya ..."
     unit_stems = _unit_stems(rest, sup)

@@ -42,6 +42,10 @@ _FIRST_OBJECTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bmy\b(?!\.\w)", re.I), "{n}'s"),
     (re.compile(r"\bme\b(?![\w'\u2019]|\.\w)", re.I), "{n}"),
 ]
+# an inverted first person ("How do I ...?", "Am I ...?", "Haven't I ...?"): the verb before the
+# subject agrees with the name ("How does the user ...?", "Is the user ...?")
+_I_INVERSION_RE = re.compile(
+    rf"(?<![\w'\u2019-])(am|do|don{_APOS}?t|have|haven{_APOS}?t|aren{_APOS}t)\s+(?={_I})", re.I)
 _REWRITES = [*_FIRST_FIXED, *_FIRST_OLD_VERBS, *_FIRST_MODALS, *_FIRST_OLD_DO, *_FIRST_OBJECTS,
              (re.compile(_I, re.I), "{n}")]
 _BARE_I_RE = re.compile(_I, re.I)
@@ -362,16 +366,25 @@ def _elide_repeated_subject(text: str, name: str) -> str:
     return "".join(out)
 
 
+def _inverted_verb(m: re.Match[str]) -> str:
+    """The auxiliary of an inverted "I" ("do I", "am I") in the third person, its case kept."""
+    word = m.group(1).replace("\u2019", "'").lower()
+    verb = {"aren't": "isn't"}.get(word) or third_person(word)
+    return (verb[:1].upper() + verb[1:] if m.group(1)[:1].isupper() else verb) + " "
+
+
 def rewrite_first_person(sentence: str, name: str, conjugate: bool = True) -> str:
     """`sentence` with I/me/my/mine/myself (and I'm, I've, I'll, I'd ...) replaced by `name`.
     With `conjugate` (the default) the present-tense verb after "I" agrees with the name ("I
-    love" -> "Maya loves", "I try" -> "Maya tries", "I don't" -> "Maya doesn't"; modals, past
+    love" -> "Maya loves", "I try" -> "Maya tries", "I don't" -> "Maya doesn't", "How do I" ->
+    "How does Maya", "Am I" -> "Is Maya"; modals, past
     tenses, questions ("can I go") and compound subjects ("Tom and I go") are left as they
     are), a second mention in one clause reads their/theirs/themselves ("I start my job" ->
     "Bob starts their job"), and a repeated subject after "and" is left out ("I'm tired and I
     go" -> "Maya is tired and goes"). Without it: the plain word-for-word rewrite."""
     if not conjugate:
         return _apply(_REWRITES, sentence, n=name)
+    sentence = _I_INVERSION_RE.sub(_inverted_verb, sentence)
     sentence = _apply([*_FIRST_FIXED, *_FIRST_MODALS], sentence, n=name)
     sentence = _sub_subject(_BARE_I_RE, sentence, name, None)
     return _elide_repeated_subject(_rewrite_objects(sentence, name), name)

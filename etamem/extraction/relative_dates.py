@@ -8,7 +8,9 @@ Weekdays: "last Friday" is the one before the turn's day, "next Friday" the one 
 "this Friday" the one of the turn's week (Monday to Sunday). A bare "on Friday" is read from
 the sentence's tense: the one before when the sentence is in the past tense ("I went there on
 Friday": was, did, went, a verb in -ed ...) and has no future marker (will, 'll, going to,
-gonna, plan ...), else the coming one ("I start my new job on Monday"). Said on that very
+gonna, plan ...) or speaks of a state a past event left ("Still sore from the bouldering
+session on Sunday": the Sunday before), else the coming one ("I start my new job on Monday",
+"I've got a job interview on Thursday": "'ve got" is a present "have"). Said on that very
 weekday, "on Monday" is a week away (before or after).
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ REL_DATE_RE = re.compile(
     r"|(?P<p>last|this\s+past|this|next|previous)\s+(?P<pu>weekend|week|month|year)"
     rf"|(?P<wp>last|this\s+past|past|previous|this|next)\s+(?P<wd>{_WD_ALT})"
     rf"|(?P<on>on)\s+(?P<wdo>{_WD_ALT})"
-    r")(?![\w'\u2019-])(?!\s*\()",
+    r")(?![\w'\u2019-])(?!\s*\()(?!\s+(?:mornings|afternoons|evenings|nights)\b)",
     re.IGNORECASE,
 )
 # tense of a sentence, for a bare "on <weekday>"
@@ -46,16 +48,26 @@ _PAST_WORDS = set(
     "brought caught taught left met ran said sent spent began wrote won lost kept slept heard knew grew drew "
     "ate drank swam sang rode drove flew fell held built paid sold stood wore woke broke chose forgot became "
     "spoke stole froze shook yesterday ago last".split())
+# a present state left by a past event: "still sore from the session on Sunday", "since Friday"
+_PAST_CUE_RE = re.compile(
+    r"\b(?:still\s+(?:\w+\s+){0,2}(?:from|after)|(?:recovering|sore|tired|exhausted|aching|hungover|stiff|"
+    r"burnt\s+out|jet-?lagged)\s+(?:\w+\s+)?from|ever\s+since|since)\b", re.IGNORECASE)
+# "got" of possession is present: "I've got a job interview on Thursday", "she's got", "have got"
+_HAVE_GOT_RE = re.compile(r"(?:['\u2019](?:ve|s)|\bha(?:ve|s))\s+(?:\w+\s+)?got\b", re.IGNORECASE)
 _BE_BEFORE = set("am is are be been being get gets got feel feels 'm 're i'm you're we're they're".split())
 _NOT_PAST_ED = set("bleed breed speed succeed proceed exceed embed".split())  # -ed, not past
 _TOKEN_RE = re.compile(r"[A-Za-z]+(?:['\u2019][a-z]+)?")
 
 
 def is_past_tense(sentence: str) -> bool:
-    """Whether `sentence` speaks of the past: a past form (was, did, went, a verb in -ed not
-    after a form of "be") and no future marker (will, 'll, going to, next ...)."""
+    """Whether `sentence` speaks of the past: no future marker (will, 'll, going to, next ...)
+    and a state left by a past event ("still sore from", "since") or a past form (was, did,
+    went, a verb in -ed not after a form of "be"; "'ve got" is a present "have")."""
     if _FUTURE_RE.search(sentence):
         return False
+    if _PAST_CUE_RE.search(sentence):
+        return True
+    sentence = _HAVE_GOT_RE.sub(" have", sentence)
     words = [w.lower().replace("\u2019", "'") for w in _TOKEN_RE.findall(sentence)]
     for i, w in enumerate(words):
         if w in _PAST_WORDS:

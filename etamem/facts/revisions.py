@@ -6,7 +6,7 @@ now, the old `extra` without its photo caption plus `revises`: the old turn's id
 and each of its units gets a `supersedes` link to every unit of the old turn, written in the
 same store transaction as the units: the old units turn "superseded" and `Memory.history`
 lists old -> new. The old turn and units stay (history) unless `forget_old`, which deletes the
-old turn and the earlier versions it revised as `Memory.delete(space, turn_id=...)` does (a
+old turn and the earlier versions it revised as `Memory.delete(turn_id=..., space=...)` does (a
 correction of something sensitive: no version of the old text stays).
 
 The new turn's id is `<root>~<hash>` (root: the first version's id; hash of the replaced id and
@@ -25,7 +25,7 @@ from etamem.facts.supersession import SUPERSEDES
 from etamem.forget import CAPTION_KEY
 from etamem.ingest.inputs import check_id
 from etamem.ingest.timeparse import parse_timestamp
-from etamem.records import AMU, Turn, UnknownIdError
+from etamem.records import AMU, REVISES_KEY, Turn, UnknownIdError
 from etamem.store.schema import UnitExtras
 from etamem.threads import blas_threads
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from etamem.live.space import LiveSpace
     from etamem.memory import Memory
 
-REVISES_KEY = "revises"  # turn extra: the id of the turn this one replaces
 REVISED_BY = "revised_by:"  # space meta key prefix: old turn id -> the id of the turn that replaced it
 
 
@@ -89,7 +88,7 @@ def update(mem: Memory, space: str, turn_id: str, text: str, *, forget_old: bool
             units = _extract_and_store(mem, live, new, old, old_units)
     if forget_old:
         for version in versions(mem.store, space, old):
-            mem.delete(space, turn_id=version)
+            mem.delete(turn_id=version, space=space)
     ids = [u.amu_id for u in units]
     superseded = () if forget_old else tuple(u.amu_id for u in old_units)
     return Update(new.turn_id, tuple(ids), superseded)

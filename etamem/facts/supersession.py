@@ -32,7 +32,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -553,14 +553,16 @@ class _BatchCandidates:
 
 def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequence[tuple[Any, float]]],
                        classifier: SupersessionClassifier, *, top: int = 8, floor: float = 0.4,
-                       near_vectors: dict[str, np.ndarray] | None = None) -> list[tuple[str, str, str, float]]:
+                       near_vectors: dict[str, np.ndarray] | None = None,
+                       distinct: Callable[[str, str], bool] | None = None) -> list[tuple[str, str, str, float]]:
     """`supersedes` links (newer id, older id, "supersedes", confidence) of new `units` (AMUs in
     time order, text vectors (n, d_t) float32, unit norm) against `near[i]`, the stored units
     nearest unit i as [(AMU, cosine)], and the batch's earlier units. Candidates: units of the
     same speaker, said no later than the new one, cosine >= `floor` (or the classifier's lower
     `min_similarity`), the `top` most similar. A classifier with `uses_vectors` (the attribute
     slots) gets the new unit's vector and each candidate's (`near_vectors`: stored unit id ->
-    vector; the batch's own are known)."""
+    vector; the batch's own are known). `distinct(new text, candidate text)`: True for two facts
+    that only look alike, never offered (the engine passes `etamem.facts.lookalikes.distinct_facts`)."""
     links: list[tuple[str, str, str, float]] = []
     vecs = np.asarray(vectors, np.float32)
     with_vectors = bool(getattr(classifier, "uses_vectors", False))
@@ -580,6 +582,8 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
                 pool[other.amu_id] = Candidate(other.amu_id, other.text, other.speaker, other.timestamp, float(cos),
                                                tuple(f"turn:{other.space}/{t}" for t in other.source_turn_ids), vec)
         best = sorted(pool.values(), key=lambda c: (-c.similarity, c.unit_id))[:top]
+        if distinct is not None:
+            best = [c for c in best if not distinct(unit.text, c.text)]
         if not best:
             continue
         with cache_refs(*(f"turn:{unit.space}/{t}" for t in unit.source_turn_ids)):

@@ -177,13 +177,16 @@ def _turn_space(value: Any, space: str, where: str, is_stored: Callable[[str], b
 
 
 def turn_items(turns: Any) -> list:
-    """`turns` (a Turn, a dict, or an iterable of them) as a list; ValueError for a bare string
-    (a common slip: `add("I like tea")`) or anything not iterable."""
+    """`turns` (a Turn, a dict, or an iterable of them) as a list; a plain string is one user
+    message (`add("I'm vegan.")`: speaker "user", the other fields their defaults); ValueError for
+    bytes or anything not iterable."""
+    if isinstance(turns, str):
+        return [{"speaker": "user", "text": turns}]
     if isinstance(turns, (Turn, Mapping)):
         return [turns]
-    if isinstance(turns, (str, bytes)) or not hasattr(turns, "__iter__"):
-        raise ValueError(f"turns: expected a dict with session_id, speaker, text and timestamp (or a Turn, or a "
-                         f"list of them), got {shown(turns)}")
+    if isinstance(turns, bytes) or not hasattr(turns, "__iter__"):
+        raise ValueError(f"turns: expected a string (one user message), a dict with speaker and text (or a Turn, "
+                         f"a chat message, or a list of them), got {shown(turns)}")
     return list(turns)
 
 
@@ -236,7 +239,7 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
     knows where item 3 comes from, e.g. `talk.jsonl:4: turn`) before anything is stored. Limits:
     see the module doc.
 
-    Items are `Turn`s, turn dicts (`speaker, text`, optional `session_id, timestamp, turn_id,
+    Items are `Turn`s, plain strings (one user message each), turn dicts (`speaker, text`, optional `session_id, timestamp, turn_id,
     extra, metadata, space`) or chat messages (`role, content`, ...: see `etamem.ingest.messages`). A missing
     timestamp is `now` (default: the time of the call, UTC); a missing session id comes from
     `sessions` (a `SessionClock`); a missing turn id is `t<seq>`, counting from `next_seq` in the
@@ -268,6 +271,8 @@ def read_turns(items: Iterable[Turn | Mapping[str, Any]], space: str, *, default
             if fields is None:
                 batch.skipped += 1
                 continue
+        elif isinstance(item, str):  # a plain string: one user message
+            fields = {"speaker": "user", "text": item}
         elif isinstance(item, Mapping):
             unknown = set(item) - _TURN_KEYS
             if unknown:

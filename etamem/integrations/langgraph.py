@@ -21,7 +21,8 @@ space when it is deleted, and with their turn when that turn is deleted or rewri
 `search(query=...)` finds with ETAMem retrieval. The text is: the fields the put's `index`
 names (LangGraph field paths: `"memory"`, `"a.b"`, `"tags[*]"`, `"$"` the whole value; their
 texts joined by newlines), else the store's `fields`, else `value["text"]`, else
-`value["content"]` (strings). `index=False`, or a value without such text, is stored and
+`value["content"]` (strings), else every string of the whole value (as LangGraph indexes the
+whole value by default: `{"data": ...}`, `{"memory": ...}`, nested ones). `index=False`, or a value without such text, is stored and
 returned but not searched. A put on a key that has text is `Memory.update` (the old version
 kept as history and superseded); `delete` removes the value and every version's turn and
 units as `Memory.delete` does. `ttl` other than None is refused (TTLNotSupportedError).
@@ -75,6 +76,18 @@ SAFE = "-_~!$&'()*+,;=:@"  # kept as they are in a label (with ASCII letters and
 MAX_QUERY_UNITS = 2000  # the most units one space's retrieval asks for while filling a page
 KIND = "langgraph"  # the store's item kind of this adapter
 
+
+
+def string_leaves(value: Any) -> list[str]:
+    """The strings of a JSON value, depth first in key order (`{"data": ...}`, `{"memory": ...}`,
+    nested objects and lists): what the default index reads of a value without "text" / "content"."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in string_leaves(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in string_leaves(v)]
+    return []
 
 class TTLNotSupportedError(NotImplementedError, ValueError):
     """A put with a `ttl`: EtamemStore keeps items until they are deleted (a NotImplementedError and a ValueError)."""
@@ -131,7 +144,7 @@ class EtamemStore(BaseStore):
             `Memory` made here, None: in memory, closed by `close`).
         fields: Default LangGraph field paths of the text to index (`"memory"`, `"a.b"`,
             `"tags[*]"`, `"$"`); a put's own `index` wins. None (default): the value's "text",
-            else its "content".
+            else its "content", else every string of the value.
         speaker: The speaker of the turns items become (default "user").
 
     Raises:
@@ -266,7 +279,7 @@ class EtamemStore(BaseStore):
             for name in ("text", "content"):
                 if isinstance(op.value.get(name), str) and op.value[name].strip():
                     return op.value[name]
-            return ""
+            return "\n".join(t for t in string_leaves(op.value) if t.strip())  # the whole value, as LangGraph
         texts = [t for p in paths for t in get_text_at_path(op.value, p if p == "$" else tokenize_path(p))]
         return "\n".join(t for t in texts if t.strip())
 
@@ -281,7 +294,7 @@ class EtamemStore(BaseStore):
             turn_id = row.turn_id if row else ""
             if text and turn_id:
                 try:
-                    turn_id = self.memory.update(space, turn_id, text).turn_id
+                    turn_id = self.memory.update(turn_id, text, space).turn_id
                 except (UnknownIdError, UnknownSpaceError):  # its turn was deleted outside the adapter
                     turn_id = self._add_turn(space, key, text)
             elif text:
@@ -307,7 +320,7 @@ class EtamemStore(BaseStore):
         found = self.memory.store.turns(space, turn_ids=[turn_id])
         for tid in (versions(self.memory.store, space, found[0]) if found else []):
             try:
-                self.memory.delete(space, turn_id=tid)
+                self.memory.delete(turn_id=tid, space=space)
             except UnknownIdError:  # gone meanwhile
                 pass
 

@@ -42,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a process without 
 
 from etamem.async_memory import AsyncMemory
 from etamem.ingest.inputs import validate_space
+from etamem.integrations.recall import answering_context
 from etamem.memory import Memory
 
 USER_ROLES = (MessageRole.USER,)
@@ -182,13 +183,13 @@ class EtamemMemoryBlock(BaseMemoryBlock[str]):
             await self._memory.add(said, space=self.space)
 
     async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:
-        """`Memory.context` of the space for the latest user message; "" without one, or when
-        nothing is stored."""
+        """`Memory.context` of the space for the latest user message, without that message itself
+        (`etamem.integrations.recall.answering_context`); "" without one, or when nothing is stored."""
         query = next((message_text(m) for m in reversed(messages or []) if m.role in USER_ROLES and message_text(m)),
                      None)
         if query is None:
             return ""
-        packet = await self._memory.context_packet(query, self.space, top_k=self.top_k)
+        packet = await self._memory.call(answering_context, self._memory.memory, query, self.space, self.top_k)
         return packet.text if packet.hits else ""
 
     async def aclose(self) -> None:

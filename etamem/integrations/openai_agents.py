@@ -42,6 +42,7 @@ from etamem import tenancy
 from etamem.async_memory import AsyncMemory
 from etamem.ingest.inputs import validate_space
 from etamem.ingest.messages import message_text
+from etamem.integrations.recall import answering_context
 from etamem.memory import Memory
 from etamem.records import UnknownIdError
 from etamem.store.schema import StoredItem
@@ -203,7 +204,7 @@ class EtamemSession:
 
     def _forget_turn(self, turn_id: str) -> None:
         try:
-            self.memory.memory.delete(self.space, turn_id=turn_id)
+            self.memory.memory.delete(turn_id=turn_id, space=self.space)
         except UnknownIdError:  # already deleted (e.g. by `Memory.delete`)
             log.debug("session %s: turn %s was already gone", self.session_id, turn_id)
 
@@ -235,7 +236,9 @@ def etamem_instructions(memory: AsyncMemory | Memory, space: str, base_instructi
     """`Agent(instructions=...)` that adds the memory of `space` to `base_instructions`.
 
     At each turn it asks `Memory.context` of `space` for the run's latest user message (in
-    `memory`'s pool). With no user message in the turn's input: `base_instructions` alone.
+    `memory`'s pool), without that message itself (the Runner stores it before the model call:
+    `etamem.integrations.recall.answering_context`). With no user message in the turn's input:
+    `base_instructions` alone.
 
     Args:
         memory: An `AsyncMemory`, or a `Memory` (given a pool of its own).
@@ -256,7 +259,7 @@ def etamem_instructions(memory: AsyncMemory | Memory, space: str, base_instructi
         query = latest_user_text(getattr(run_context, "turn_input", None) or [])
         if query is None:
             return base_instructions
-        context = await amem.context(query, space, top_k=top_k)
+        context = (await amem.call(answering_context, amem.memory, query, space, top_k)).text
         return f"{base_instructions}\n\n{context}".strip() + "\n" if base_instructions else context
 
     return instructions

@@ -279,6 +279,8 @@ class LiveSpace:
         index.remove_amus(gone)
         if new:
             index.add_amus(new, tv, av)
+        index.replace_sources([a for a in c.amus if a.amu_id in index.row_of  # mentions rewritten
+                               and index.amu_of[a.amu_id].source_turn_ids != a.source_turn_ids])
         index.sync(changes)
         extracted = {t.turn_id for t in c.turns}
         dropped = [t for t in c.turns_touched if t in turns.slot_of and t not in extracted]
@@ -318,11 +320,16 @@ class LiveSpace:
                                  turn_vecs=turn_vecs, views=payload, extras=extras, queued=queued)
                 self._follow(store)
                 self.index.add_amus(amus, text_vecs, affect_vecs)
+                self._mentions(extras)
                 self.index.sync(changes)
                 self.turns.add(turns, turn_vecs)
             except BaseException:
                 self.broken = True
                 raise
+
+    def _mentions(self, extras) -> None:
+        """The stored units whose mentions `extras` rewrote, updated in the index."""
+        self.index.replace_sources(list(getattr(extras, "mentions", None) or ()))
 
     def replace_units(self, store, turn: Turn, old_ids: list[str], amus: list[AMU], text_vecs: np.ndarray,
                       affect_vecs: np.ndarray, extras=None) -> bool:
@@ -363,6 +370,7 @@ class LiveSpace:
                 gone = store.forget(self.name, amu_ids, turns, views=payload, cache_keys=cache_keys, extras=extras)
                 self._follow(store)
                 self.index.remove_amus(amu_ids)
+                self._mentions(extras)
                 self.index.sync(changes)
                 indexed = [i for i, t in enumerate(rewritten) if t.turn_id in self.turns.slot_of]  # extracted ones
                 self.turns.remove(dropped_turns)

@@ -244,7 +244,8 @@ def make_affect_tagger(config: Any, text_encoder: Any, recorded: str | None = No
     how to get the weights). "auto": the store's tagger when `recorded` (its recorded
     identity, e.g. "vader+all-MiniLM-L6-v2") names VADER, without trying RoBERTa; else RoBERTa
     if `config.affect_model` loads (from the hub only when `config.allow_model_download`), else
-    VADER with a warning (once per process; a store records its tagger, so once per store).
+    VADER: an INFO line when the weights are not there (the documented default on most machines),
+    a warning when they are there but unusable (once per process and reason).
     """
     backend = config.affect_backend
     model = config.affect_model
@@ -280,7 +281,8 @@ def make_affect_tagger(config: Any, text_encoder: Any, recorded: str | None = No
         reason = (f"RoBERTa weights {model!r} not found locally; set affect_model to a local path "
                   f"or allow_model_download=True" if local_only and isinstance(exc, OSError)
                   else f"RoBERTa {model!r} unusable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        level = logging.INFO if reason in _FALLBACK_WARNED else logging.WARNING
+        missing = local_only and isinstance(exc, OSError)  # the documented default on a machine without weights
+        level = logging.INFO if missing or reason in _FALLBACK_WARNED else logging.WARNING
         _FALLBACK_WARNED.add(reason)
         logger.log(level, "affect tagger: VADER fallback (%s)", reason)
         return tagger

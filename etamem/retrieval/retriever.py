@@ -256,6 +256,17 @@ class SpaceIndex:
             self.amu_of[a.amu_id] = a
         self._cite(amus)
 
+    def replace_sources(self, amus: list[AMU]) -> None:
+        """Stored units whose source turns changed (a restatement joined, a mention's turn went;
+        `etamem.facts.mentions`): their records and citations updated; ids not indexed are left."""
+        for a in amus:
+            old = self.amu_of.get(a.amu_id)
+            if old is None or a.amu_id not in self.row_of:
+                continue
+            self._uncite(old)
+            self.amu_of[a.amu_id] = a
+            self._cite([a])
+
     def _cite(self, amus: list[AMU]) -> None:
         """Record the AMUs' source turns and speakers (`units_of_turn`, `speakers`)."""
         for a in amus:

@@ -177,6 +177,16 @@ def error_body(code: str, message: str, field: str | None = None) -> dict:
     return {"error": {"code": code, "message": message, "field": field}}
 
 
+def one_question(query: str | None, question: str | None) -> str:
+    """The question of an answer request: `query` (as /search names it) or `question` (its older
+    name); ValueError naming `query` when neither or two different ones are given."""
+    if query is None and question is None:
+        raise ValueError("query: missing (the question to answer; `question` is accepted too)")
+    if query is not None and question is not None and query != question:
+        raise ValueError("query: give query or question, not both")
+    return query if query is not None else question
+
+
 def field_of(message: str) -> str | None:
     """The field an engine ValueError names first (`turns[0].timestamp: ...` -> `turns[0].timestamp`)."""
     m = _FIELD.match(message)
@@ -515,9 +525,14 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
                             filters=filters, work=search_work(query, top_k, memory.config.top_k))
 
     @app.post("/v1/spaces/{space}/answer")
-    async def answer(space: str = SpaceName, question: str = Body(..., embed=True), top_k: int | None = Body(None),
+    async def answer(space: str = SpaceName,
+                     query: str | None = Body(None, description="the question (as for /search)"),
+                     question: str | None = Body(None, description="the question (the older name of `query`)"),
+                     top_k: int | None = Body(None),
                      now: str | None = Body(None), filters: FiltersBody | None = Body(None),
                      who: tenancy.Caller = Depends(caller)):
+        question = one_question(query, question)
+
         def shape(ans):
             return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,
                     "hits": [hit_json(h) for h in ans.hits]}
@@ -555,7 +570,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.delete("/v1/spaces/{space}/units/{amu_id:path}")
     async def delete_unit(space: str = SpaceName, amu_id: str = UnitId, who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, amu_id, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, amu_id, space, write=space)}
 
     @app.get("/v1/spaces/{space}/turns/{turn_id:path}")
     async def get_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
@@ -566,7 +581,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
 
     @app.delete("/v1/spaces/{space}/turns/{turn_id:path}")
     async def delete_turn(space: str = SpaceName, turn_id: str = TurnId, who: tenancy.Caller = Depends(caller)):
-        return {"deleted": await engine("delete", who, memory.delete, space, turn_id=turn_id, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, space=space, turn_id=turn_id, write=space)}
 
     @app.delete("/v1/spaces/{space}")
     async def delete_space(space: str = SpaceName, who: tenancy.Caller = Depends(caller),
@@ -578,7 +593,7 @@ def create_app(memory, *, admin_key: str | None = None, max_request_bytes: int =
             raise ValueError(f"confirm: deleting the whole space {space!r} needs ?confirm={quote(space, safe='')} "
                              "(a DELETE of /v1/spaces/S/turns/.. or /units/.. reaches this route once a client "
                              "removes the dot segment)")
-        return {"deleted": await engine("delete", who, memory.delete, space, write=space)}
+        return {"deleted": await engine("delete", who, memory.delete, space=space, write=space)}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus(who: tenancy.Caller = Depends(admin)):

@@ -18,7 +18,16 @@ from typing import Union
 from etamem import tenancy
 from etamem.install_hints import install_hint
 from etamem.records import UnknownIdError
-from etamem.serve.app import MessageItem, SearchFilters, TurnItem, hit_json, run_scoped, unit_json, version_json
+from etamem.serve.app import (
+    MessageItem,
+    SearchFilters,
+    TurnItem,
+    hit_json,
+    one_question,
+    run_scoped,
+    unit_json,
+    version_json,
+)
 from etamem.serve.fairness import ReadBounds, ReadRefused, search_work
 from etamem.store.disk_full import DISK_FULL, is_disk_full
 
@@ -131,7 +140,7 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
     async def delete_memory(space: str, ctx: Context, unit_id: str | None = None, turn_id: str | None = None) -> dict:
         """Forget a memory unit (unit_id), a turn and its units (turn_id), or, with neither, the whole
         space. Returns how many units went."""
-        return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, space, unit_id, turn_id=turn_id))}
+        return {"deleted": await engine("delete", ctx, functools.partial(memory.delete, unit_id, space, turn_id=turn_id))}
 
     @server.tool()
     async def memory_history(space: str, unit_id: str, ctx: Context) -> dict:
@@ -141,10 +150,14 @@ def build_server(memory, *, stdio_key: str | None = None, admin_key: str | None 
         return {"versions": [version_json(v) for v in versions]}
 
     @server.tool()
-    async def answer(space: str, question: str, ctx: Context, now: str | None = None,
-                     top_k: int | None = None, filters: SearchFilters | None = None) -> dict:
-        """Answer a question from a space's memory, with the evidence used (only units `filters`
-        lets through, as for search_memory)."""
+    async def answer(space: str, ctx: Context, query: str | None = None, question: str | None = None,
+                     now: str | None = None, top_k: int | None = None, filters: SearchFilters | None = None) -> dict:
+        """Answer a question (`query`, as for search_memory; `question` is its older name) from a
+        space's memory, with the evidence used (only units `filters` lets through, as for search_memory)."""
+        try:
+            question = one_question(query, question)
+        except ValueError as exc:  # the caller's mistake: a tool error with its message
+            raise ToolError(str(exc)) from None
         ans = await engine("answer", ctx, memory.answer, question, space=space, now=now, top_k=top_k,
                            filters=plain(filters), work=search_work(question, top_k, memory.config.top_k))
         return {"text": ans.text, "llm_used": ans.llm_used, "note": ans.note,

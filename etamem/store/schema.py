@@ -121,6 +121,9 @@ class UnitExtras:
     lifecycle: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
     refields: list[tuple[str, str]] = field(default_factory=list)  # (amu id, new fields JSON) of stored units
+    # stored AMUs whose mentions changed (a restatement joined, a mention's turn deleted): their
+    # `source_turn_ids` rewritten (`etamem.facts.mentions`)
+    mentions: list = field(default_factory=list)
 
 
 def upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], *, replace: bool = True,

@@ -34,6 +34,11 @@ def _touched(views: list | None) -> dict[str, list[str]]:
     return {view: [r["node_id"] for r in rows] + list(removed) for view, rows, removed, *_ in views or ()}
 
 
+def _mentioned(extras: UnitExtras | None) -> list[str]:
+    """Ids of the stored units whose mentions `extras` rewrites (for the change log)."""
+    return [a.amu_id for a in extras.mentions] if extras is not None else []
+
+
 class UnitRows:
     """The unit, vector and view-row operations of `SqlStore`."""
 
@@ -49,7 +54,7 @@ class UnitRows:
         lifecycle changes, construction state), all in one transaction."""
         self._index_dims(text_vecs if amus else None, affect_vecs if amus else None, turn_vecs)
         with self.transaction() as cur:
-            self._bump(cur, space, {"units": [a.amu_id for a in amus], "turns": list(done_turn_ids),
+            self._bump(cur, space, {"units": [a.amu_id for a in amus] + _mentioned(extras), "turns": list(done_turn_ids),
                                     "nodes": _touched(views)})
             if turn_vecs is not None:
                 self._put_turn_vectors(cur, space, done_turn_ids, turn_vecs)
@@ -111,6 +116,8 @@ class UnitRows:
         return True
 
     def _write_extras(self, cur: Any, space: str, extras: UnitExtras) -> None:
+        cur.executemany("UPDATE amus SET source_turn_ids=? WHERE space=? AND amu_id=?",
+                        [(json.dumps(list(a.source_turn_ids)), space, a.amu_id) for a in extras.mentions])
         cur.executemany("INSERT INTO unit_fields VALUES (?,?,?,?)",
                         [(space, uid, life, fields) for uid, life, fields in extras.fields])
         seq0 = int(cur.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM unit_links WHERE space=?",
@@ -227,7 +234,8 @@ class UnitRows:
         rewritten = [change[2] for change in turns.values() if change is not None]
         self._index_dims(turn_vecs=np.asarray(rewritten) if rewritten else None)
         with self.transaction() as cur:
-            self._bump(cur, space, {"units": list(amu_ids), "turns": list(turns), "nodes": _touched(views)})
+            self._bump(cur, space, {"units": list(amu_ids) + _mentioned(extras), "turns": list(turns),
+                                    "nodes": _touched(views)})
             if views:
                 self._write_views(cur, space, views)
             gone = self._delete_units(cur, space, amu_ids)

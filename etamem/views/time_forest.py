@@ -2,8 +2,11 @@
 
 Deterministic from timestamps. A session hangs under the day of its start (the timestamp
 of the first AMU that arrived for it), so sessions spanning midnight stay one session; a
-day hangs under its ISO week; a week under the month of its Monday. Node ids say what they
-are: `M:2023-05`, `W:2023-W19`, `D:2023-05-08`, `S:<session id>`. Every node keeps the
+day hangs under its ISO week within its own month: a week that spans two months has a node in
+each (`W:2024-W09` under February for 26-29 February, `W:2024-W09/2024-03` under March for 1-3
+March). Stores of earlier versions filed a week under the month of its Monday: their days stay
+where they are (new units of such a day join it there), new days follow this rule. Node ids
+say what they are: `M:2023-05`, `W:2023-W19`, `D:2023-05-08`, `S:<session id>`. Every node keeps the
 float64 sum of its AMUs' text vectors (centroid = normalised sum), its time range and a
 `pending` counter; month/week/day summaries follow the same delta rule as the trees
 (session summaries are their AMU texts).
@@ -44,11 +47,14 @@ def time_path(session_start: datetime, session_id: str) -> list[tuple[str, str, 
     day0 = datetime(session_start.year, session_start.month, session_start.day, tzinfo=session_start.tzinfo)
     monday = day0 - timedelta(days=day0.weekday())
     iso = monday.isocalendar()
-    month0 = datetime(monday.year, monday.month, 1, tzinfo=session_start.tzinfo)
+    month0 = datetime(day0.year, day0.month, 1, tzinfo=session_start.tzinfo)  # the day's own month
     month_end = datetime(month0.year + (month0.month == 12), month0.month % 12 + 1, 1, tzinfo=session_start.tzinfo)
+    week = f"W:{iso.year}-W{iso.week:02d}"
+    if (monday.year, monday.month) != (day0.year, day0.month):  # the part of a week in the next month
+        week += f"/{month0:%Y-%m}"
     return [
         (f"M:{month0:%Y-%m}", "month", month0, month_end),
-        (f"W:{iso.year}-W{iso.week:02d}", "week", monday, monday + timedelta(days=7)),
+        (week, "week", max(monday, month0), min(monday + timedelta(days=7), month_end)),
         (f"D:{day0:%Y-%m-%d}", "day", day0, day0 + timedelta(days=1)),
         (f"S:{session_id}", "session", session_start, session_start),
     ]
@@ -91,7 +97,11 @@ class TimeForest:
             raise ValueError(f"amu_id {amu_id!r} is already in the time forest")
         start = self.session_start.setdefault(session_id, timestamp)
         parent = None
-        for node_id, level, lo, hi in time_path(start, session_id):
+        path = time_path(start, session_id)
+        day = self.nodes.get(path[2][0])
+        if day is not None:  # a day already placed (a store of an earlier version: its week's month) stays
+            path, parent = path[2:], day.parent
+        for node_id, level, lo, hi in path:
             node = self.nodes.get(node_id)
             if node is None:
                 node = self.nodes[node_id] = TimeNode(node_id, level, parent, lo, hi, sum=np.zeros(self.dim))

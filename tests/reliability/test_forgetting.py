@@ -56,6 +56,8 @@ def canary_memory(path, server=None):
     mem.add(conversation("u-later", 2, 4, day0=60), space="u")  # a new session ends the canary's
     mem.add(conversation("v", 3, 6), space="v")
     mem.end_session("u")
+    for space in ("u", "v"):  # the LLM units of both spaces written before anything is compared
+        mem.flush(space, timeout=60)
     mem.checkpoint()
     return mem
 
@@ -85,15 +87,15 @@ def test_a_deleted_canary_is_found_nowhere(tmp_path, how, llm, chat_server):
     assert len(mem.store.get_vectors("text", mem.text_encoder.name, [cache_key(unit.text, "u")])) == 1
 
     if how == "amu":
-        assert mem.delete("u", unit.amu_id) == 1
+        assert mem.delete(unit.amu_id, "u") == 1
         kept = mem.turns("u", turn_ids=["c:0"])[0].text  # the rest of the turn stays
         assert CANARY not in kept and "green tea" in kept
         assert len(mem.list("u")) == n_units - 1
     elif how == "turn":
-        assert mem.delete("u", turn_id="c:0") >= 1
+        assert mem.delete(turn_id="c:0", space="u") >= 1
         assert not mem.turns("u", turn_ids=["c:0"]) and mem.turns("u", turn_ids=["c:1"])
     else:
-        assert mem.delete("u") == n_units
+        assert mem.delete(space="u") == n_units
         assert mem.spaces() == ["v"]
     mem.checkpoint()
     enc = mem.text_encoder
@@ -118,13 +120,13 @@ def test_delete_errors_are_clear(tmp_path):
     mem = fast_memory(tmp_path / "s")
     mem.add(conversation("u", 1, 3), space="u")
     with pytest.raises(KeyError, match="no AMU"):
-        mem.delete("u", "nope#0")
+        mem.delete("nope#0", "u")
     with pytest.raises(KeyError, match="no turn"):
-        mem.delete("u", turn_id="nope")
+        mem.delete(turn_id="nope", space="u")
     with pytest.raises(ValueError, match="not both"):
-        mem.delete("u", "us0:0#0", turn_id="us0:0")
+        mem.delete("us0:0#0", "u", turn_id="us0:0")
     with pytest.raises(ValueError, match="unknown space"):
-        mem.delete("w")
+        mem.delete(space="w")
     mem.close()
 
 

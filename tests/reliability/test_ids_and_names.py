@@ -72,9 +72,9 @@ def test_dot_ids_and_names_are_refused_in_the_python_api(memory, dot):
         memory.add([TURN], space=dot)
     with pytest.raises(ValueError, match="are not space names"):
         tenancy.create_key(memory.store, [dot])
-    for call in (lambda: memory.delete("alice", turn_id=dot), lambda: memory.delete("alice", dot),
+    for call in (lambda: memory.delete(turn_id=dot, space="alice"), lambda: memory.delete(dot, "alice"),
                  lambda: memory.get(dot, "alice"), lambda: memory.history(dot, "alice"),
-                 lambda: memory.update("alice", dot, "New text.")):
+                 lambda: memory.update(dot, "New text.", "alice")):
         with pytest.raises(ValueError, match="is not an id"):
             call()
     assert [t.turn_id for t in memory.turns("alice")] == ["t1"] and memory.spaces() == ["alice", "bob"]

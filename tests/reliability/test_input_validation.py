@@ -271,7 +271,7 @@ PUBLIC_CALLS = {
     "retrieve": lambda mem, s: mem.retrieve("cat", space=s),
     "answer": lambda mem, s: mem.answer("Which pet?", space=s),
     "time_summaries": lambda mem, s: mem.time_summaries(s, []),
-    "delete": lambda mem, s: mem.delete(s, amu_id="a#0"),
+    "delete": lambda mem, s: mem.delete("a#0", space=s),
 }
 
 

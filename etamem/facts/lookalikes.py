@@ -1,0 +1,152 @@
+"""Look-alike facts: two statements that read alike but are about different events, objects,
+times or people, so neither is a new version of the other (see docs/design.md, 'Facts that
+change').
+
+"I ran 5 km on Monday" / "I ran 10 km on Friday" are two runs; "a 300 euro phone" / "a 30 euro
+phone case" two things; "Rome with my parents in 2019" / "Rome with my girlfriend in 2022" two
+trips; "work from home on Mondays" / "the office on Thursdays" two days of one week. Without a
+word that says something changed ("moved", "now", "switched", "pushed to", "since", ...),
+`distinct_facts` tells such a pair apart and the engine (`find_supersessions(distinct=...)`) offers neither end to the
+other's classifier (rules, slots or LLM):
+
+- another holder: a relative's or partner's fact is not the speaker's ("my husband doesn't
+  like horror movies"; a partner's news with the speaker in it is the couple's: "my girlfriend
+  Emma and I");
+- other times: both name a time (a weekday, a month, a year, a date, a part of the day or week),
+  the times differ, and the times recur ("on Mondays"), the newer is a past event, or the rest
+  differs too (numbers, or a word on each side: "flight to Paris on the 2nd" / "to Madrid on the
+  9th"), unless both give the value of one possessed thing ("my French class is on Wednesdays" /
+  "... on Mondays", "my thesis defense is on November 8" / "on December 2": one thing moved); or the newer adds a
+  recurring time the older lacks ("9 hours a night on weekends"), or both name the same
+  recurring time for two things ("tennis on Wednesday evenings" / "squash on ...");
+- another object: one adds a noun right after a word both share where the other ends its
+  phrase ("phone case" / "phone.", "bike helmet" / "bike.").
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE
+
+_TIME = re.compile(
+    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening"
+    r"|night|(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))s?\b", re.IGNORECASE)
+_RECURRING = re.compile(r"\b(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends|weekdays"
+                        r"|mornings|afternoons|evenings|nights|on (?:monday|tuesday|wednesday|thursday|friday"
+                        r"|saturday|sunday)s?)\b", re.IGNORECASE)
+_PAREN = re.compile(r"\([^)]*\)")  # the resolved dates the extractor adds
+# a change said without the rules' change words (as `etamem.facts.slots.SLOT_CHANGE`)
+_CHANGED = re.compile(r"\b(?:since|starting|from (?:now|next|then)|pushed|moved|changed|new|anymore|no longer"
+                      r"|instead|not .{0,20} but|again|these days|lately)\b", re.IGNORECASE)
+_SUBJECT_PERSON = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
+                             r"(husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
+                             r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
+                             r"|grandfather|kid|kids|child|children|parents|roommate|neighbou?r|colleague"
+                             r"|coworker|boss)\b", re.IGNORECASE)
+
+
+def _times(text: str) -> frozenset[str]:
+    return frozenset(m.group(0).lower().rstrip("s") for m in _TIME.finditer(_PAREN.sub(" ", text)))
+
+
+def changed(text: str) -> bool:
+    """Whether `text` says that something changed (the rules' change words or `_CHANGED`)."""
+    t = text.replace("\u2019", "'")
+    return bool(STRONG_CHANGE.search(t) or WEAK_CHANGE.search(t) or _CHANGED.search(t))
+
+
+_PARTNER = {"husband", "wife", "partner", "girlfriend", "boyfriend", "fiance", "fiancee", "fiancé", "fiancée"}
+_USER = re.compile(r"\b(?:the user|i|me|i'm|we|us|we're|our)\b", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|[,;:.!?()]")
+# heads that name the kind of place or thing a name already names: "St Mary's (hospital)"
+_PLACE_HEADS = {"hospital", "clinic", "school", "university", "college", "company", "street", "road", "avenue",
+                "station", "airport", "park", "centre", "center", "office", "building"}
+
+
+def _holder(text: str) -> str | None:
+    """Whose fact `text` states when its subject is another person ("my sister", "the user's
+    husband"); a partner only when the speaker is not in it too ("my girlfriend and I")."""
+    m = _SUBJECT_PERSON.search(text)
+    if m is None:
+        return None
+    who = m.group(1).lower()
+    return None if who in _PARTNER and _USER.search(text[m.end():]) else who
+
+
+def added_object(a: str, b: str) -> bool:
+    """`a` names another thing than `b`: a noun right after a content word both share, where
+    `b` ends its phrase at that word ("phone case" / "phone.", "bike helmet" / "bike.")."""
+    from etamem.extraction.stems import GENERIC_WORDS, STOPWORDS, stem
+
+    def toks(t: str) -> list[str]:
+        return [w if not w[0].isalpha() else ("" if w.lower() in STOPWORDS else stem(w))
+                for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
+
+    ta, tb = toks(a), toks(b)
+    ends_b = {w for i, w in enumerate(tb) if w and w[0].isalpha()
+              and (i + 1 == len(tb) or not tb[i + 1] or not tb[i + 1][0].isalpha())}
+    shared = ({w for w in ta if w and w[0].isalpha()} & {w for w in tb if w and w[0].isalpha()}) - {"user"}
+    heads = GENERIC_WORDS | _PLACE_HEADS | {"diet", "music", "food", "lover", "fan", "person", "lifestyle", "type"}
+    for prev, w in zip(ta, ta[1:]):
+        if prev in shared and prev in ends_b and w and w[0].isalpha() and w not in shared and w not in heads \
+                and len(w) > 2:
+            return True
+    return False
+
+
+_OWN_SUBJECT = re.compile(r"^\W*(?:my|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
+                          re.IGNORECASE)
+_DATE_NUMBER = re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:january|february|march|april|may|june|july"
+                          r"|august|september|october|november|december)|(?:january|february|march|april|may|june"
+                          r"|july|august|september|october|november|december)\s+\d{1,2}(?:st|nd|rd|th)?|(?:19|20)\d\d"
+                          r"|\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+
+
+def _amounts(text: str) -> frozenset[str]:
+    """The numbers of `text` that are not part of a date ("5 km", "301"; not "December 2")."""
+    return frozenset(re.findall(r"\d+(?:[.,]\d+)?", _DATE_NUMBER.sub(" ", _PAREN.sub(" ", text))))
+
+
+def _own_subject(text: str) -> str | None:
+    """The possessed thing a statement gives the value of ("the user's French class is ..."):
+    one attribute with one value at a time, whose new time is a move, not a second event."""
+    m = _OWN_SUBJECT.match(text)
+    return m.group(1).lower() if m else None
+
+
+def _content(text: str) -> set[str]:
+    from etamem.facts.supersession import subject_words
+
+    return subject_words(_PAREN.sub(" ", text)) - {"schedul", "set", "plan", "book", "due"}
+
+
+@functools.lru_cache(maxsize=8192)
+def distinct_facts(new: str, old: str) -> bool:
+    """Whether `new` and `old` (one speaker's statements) are about different events, objects,
+    times or people (the module docstring), so `new` cannot replace `old`."""
+    from etamem.extraction.relative_dates import is_past_tense
+
+    t_new, t_old = new.replace("\u2019", "'"), old.replace("\u2019", "'")
+    if _holder(t_new) != _holder(t_old):
+        return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
+    if changed(t_new):
+        return False
+    when_new, when_old = _times(t_new), _times(t_old)
+    recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
+    same_thing = _own_subject(t_new) is not None and _own_subject(t_new) == _own_subject(t_old)
+    if when_new and when_old and when_new != when_old and not same_thing:
+        only_new, only_old = _content(t_new) - _content(t_old), _content(t_old) - _content(t_new)
+        amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
+        if recurring or is_past_tense(t_new) or (only_new and only_old) or (
+                amounts_new and amounts_old and amounts_new != amounts_old):
+            return True  # other days of a week, two past events, or another thing on another date
+    if _RECURRING.search(_PAREN.sub(" ", t_new)) and not _RECURRING.search(_PAREN.sub(" ", t_old)):
+        return True
+    if recurring and when_new == when_old and _content(t_new) - _content(t_old) and _content(t_old) - _content(t_new):
+        return True  # two things at one recurring time: "tennis on Wednesday evenings" / "squash ..."
+    return added_object(t_new, t_old) or added_object(t_old, t_new)
+
+
+__all__ = ["added_object", "changed", "distinct_facts"]

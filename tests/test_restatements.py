@@ -1,0 +1,183 @@
+"""One fact, one unit (issue 49, item 1): a restatement joins the unit it repeats as a mention
+(etamem.facts.restatements, etamem.facts.mentions), look-alike facts stay apart and are never
+versions of each other (etamem.facts.lookalikes), search and context never return two units of
+one fact, discourse markers are cut, weekdays follow the turn's tense. Real MiniLM encoder,
+real SQLite store."""
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from etamem import Config, Memory
+from etamem.extraction.extractors import RuleExtractor
+from etamem.extraction.relative_dates import resolve_relative_dates
+from etamem.facts.restatements import LLMRestatement, Prior, is_restatement
+from etamem.models.affect import VaderAffectTagger
+from etamem.models.encoders import CachedEncoder
+from etamem.models.llm import LLMClient
+from etamem.records import Turn
+
+T0 = datetime(2024, 1, 1, 9, tzinfo=timezone.utc)
+DATA = json.loads((Path(__file__).parent / "data" / "restatements.json").read_text(encoding="utf-8"))
+
+
+def memory(minilm, path=None, **cfg) -> Memory:
+    return Memory(path, Config.from_dict(cfg), text_encoder=CachedEncoder(minilm),
+                  affect_tagger=VaderAffectTagger(minilm))
+
+
+def turn(tid: str, text: str, day: float, speaker: str = "user") -> dict:
+    return {"turn_id": tid, "session_id": f"s-{tid}", "speaker": speaker, "text": text,
+            "timestamp": T0 + timedelta(days=day)}
+
+
+def unit_text(text: str, when: datetime = T0) -> list[str]:
+    return RuleExtractor().extract(Turn(turn_id="t", session_id="s", speaker="user", text=text, timestamp=when))
+
+
+VEGAN = ["I'm vegan.", "Just so you know, I'm vegan.", "As I said, I'm vegan.", "I'm vegan, remember?"]
+
+
+def test_a_restatement_reinforces_one_unit_and_delete_by_turn_keeps_it_while_a_mention_remains(minilm, tmp_path):
+    mem = memory(minilm, tmp_path / "s")
+    first = mem.add(turn("v0", VEGAN[0], 0), space="u")
+    for i, text in enumerate(VEGAN[1:], 1):
+        again = mem.add(turn(f"v{i}", text, 7 * i), space="u")
+        assert [a.amu_id for a in again] == [first[0].amu_id]  # add returns the unit it joined
+    mem.add(turn("o", "I love hiking in the mountains.", 30), space="u")
+    units = mem.list("u")
+    vegan = [u for u in units if "vegan" in u.text]
+    assert len(vegan) == 1 and vegan[0].source_turn_ids == ("v0", "v1", "v2", "v3")
+    assert vegan[0].timestamp == T0  # first said; every mention is a source turn
+    assert [u.source_turn_ids for u in mem.history(vegan[0].amu_id, "u")] == [("v0", "v1", "v2", "v3")]
+    hit = mem.search("What should I eat?", space="u", top_k=4)[0]
+    assert [t.turn_id for t in hit.source_turns] == ["v0", "v1", "v2", "v3"]
+    ctx = mem.context("What should I eat?", space="u", top_k=2)
+    assert "The user is vegan. (said 4 times, last on 22 January 2024)" in ctx
+    assert ctx.count("vegan") == 2  # the unit and one quote: the four wordings are one once markers are cut
+    mem.delete("u", turn_id="v0")
+    mem.delete("u", turn_id="v2")
+    (left,) = [u for u in mem.list("u") if "vegan" in u.text]
+    assert left.source_turn_ids == ("v1", "v3")
+    assert mem.search("What should I eat?", space="u", top_k=1)[0].source_turn_ids == ("v1", "v3")
+    mem.close()
+    with memory(minilm, tmp_path / "s") as again:  # the mentions are stored, not only held in memory
+        assert [u.source_turn_ids for u in again.list("u") if "vegan" in u.text] == [("v1", "v3")]
+        again.delete("u", turn_id="v1")
+        again.delete("u", turn_id="v3")
+        assert not [u for u in again.list("u") if "vegan" in u.text]  # every mention gone: forgotten
+        assert all("vegan" not in h.amu.text for h in again.search("What should I eat?", space="u", top_k=4))
+
+
+def test_restatements_in_one_batch_and_a_second_process_follow_the_mentions(minilm, tmp_path):
+    a, b = memory(minilm, tmp_path / "s"), memory(minilm, tmp_path / "s")
+    a.add([turn("v0", VEGAN[0], 0), turn("v1", VEGAN[1], 1)], space="u")
+    assert [u.source_turn_ids for u in a.list("u")] == [("v0", "v1")]
+    assert b.search("What should I eat?", space="u", top_k=1)[0].source_turn_ids == ("v0", "v1")
+    a.add(turn("v2", VEGAN[2], 2), space="u")
+    assert b.search("What should I eat?", space="u", top_k=1)[0].source_turn_ids == ("v0", "v1", "v2")
+    a.close()
+    b.close()
+
+
+def test_look_alike_facts_stay_apart_and_neither_supersedes_the_other(minilm):
+    mem = memory(minilm)
+    pairs = [("I have a dog named Rex.", "My sister has a dog named Rex."),
+             ("I ran 5 km on Monday.", "I ran 10 km on Friday."),
+             ("I bought a 300 euro phone.", "I bought a 30 euro phone case."),
+             ("I work from home on Mondays.", "I work at the office on Thursdays."),
+             ("I went to Rome with my parents in 2019.", "I went to Rome with my girlfriend in 2022.")]
+    for i, (a, b) in enumerate(pairs):
+        mem.add([turn(f"a{i}", a, 0)], space=f"p{i}")
+        mem.add([turn(f"b{i}", b, 10)], space=f"p{i}")
+        units = mem.list(f"p{i}", status=None)
+        assert len(units) == 2 and all(len(u.source_turn_ids) == 1 for u in units), (a, b)
+        assert not [link for link in mem.links(f"p{i}") if link.relation == "supersedes"], (a, b)
+
+
+def test_an_identical_restatement_is_a_repeat_not_a_change(minilm):
+    mem = memory(minilm)
+    said = ["My birthday is on the 14th of March.", "Don't forget, my birthday is on the 14th of March.",
+            "Don't forget, my birthday is on the 14th of March."]
+    mem.add([turn(f"b{i}", text, 10 * i) for i, text in enumerate(said)], space="u")
+    (unit,) = mem.list("u", status=None)
+    assert unit.status == "active" and unit.source_turn_ids == ("b0", "b1", "b2") and not mem.links("u")
+    assert unit.text == "The user's birthday is on the 14th of March."
+
+
+def test_search_and_context_collapse_two_units_of_one_fact_from_a_store_written_before(minilm, tmp_path):
+    with memory(minilm, tmp_path / "s", restatements="off") as old:
+        old.add([turn(f"v{i}", text, 7 * i) for i, text in enumerate(VEGAN[:3])]
+                + [turn("h", "I love hiking in the mountains.", 30), turn("r", "My sister has a dog named Rex.", 31),
+                   turn("n", "I work as a nurse in Lisbon.", 32)], space="u")
+        assert len([u for u in old.list("u") if "vegan" in u.text]) == 3  # three units of one fact
+    with memory(minilm, tmp_path / "s") as mem:
+        hits = mem.search("What should I eat?", space="u", top_k=4)
+        assert len(hits) == 4 and sum("vegan" in h.amu.text for h in hits) == 1  # refilled to top_k
+        assert mem.context("What should I eat?", space="u", top_k=4).count("The user is vegan.") == 1
+
+
+@pytest.mark.parametrize("text, unit", [
+    ("Just so you know, I'm colour-blind.", "The user is colour-blind."),
+    ("Just a reminder, I'm left-handed.", "The user is left-handed."),
+    ("As I told you before, I live in Porto.", "The user lives in Porto."),
+    ("I'm vegan, remember?", "The user is vegan."),
+    ("Don't forget, my birthday is on the 14th of March.", "The user's birthday is on the 14th of March."),
+])
+def test_discourse_markers_neither_drop_a_statement_nor_stay_in_its_unit(text, unit):
+    assert unit_text(text) == [unit]
+
+
+def test_weekdays_follow_the_turns_tense():
+    tuesday, thursday = datetime(2024, 3, 12, 18, tzinfo=timezone.utc), datetime(2024, 3, 14, 9, tzinfo=timezone.utc)
+    assert resolve_relative_dates("Still sore from the bouldering session on Sunday", tuesday).endswith(
+        "on Sunday (10 March 2024)")
+    assert resolve_relative_dates("I've got a job interview on Thursday", thursday).endswith(
+        "on Thursday (21 March 2024)")
+    assert resolve_relative_dates("I got a new bike on Monday", thursday).endswith("on Monday (11 March 2024)")
+    assert resolve_relative_dates("I play tennis on Wednesday evenings", tuesday) == "I play tennis on Wednesday evenings"
+
+
+def test_the_tuning_look_alikes_stay_apart_and_its_restatements_repeat(minilm):
+    """Every look-alike pair of the tuning split (each in its own space, the second said ten days
+    later) keeps two units and no `supersedes` link; every restatement of the tuning split repeats
+    its fact (the holdout split is the benchmark's, benchmarks/restatements.py)."""
+    mem = memory(minilm)
+    for i, p in enumerate(x for x in DATA["lookalikes"] if x["split"] == "tune"):
+        mem.add([turn(f"a{i}", p["a"], 0)], space=f"p{i}")
+        mem.add([turn(f"b{i}", p["b"], 10)], space=f"p{i}")
+        assert len(mem.list(f"p{i}", status=None)) == 2, p
+        assert not [link for link in mem.links(f"p{i}") if link.relation == "supersedes"], p
+    for f in DATA["facts"]:
+        if f["split"] != "tune":
+            continue
+        (first,) = unit_text(f["statements"][0])
+        for text in f["statements"][1:]:
+            (again,) = unit_text(text, T0 + timedelta(days=7))
+            v1, v2 = minilm.encode([first, again])
+            assert is_restatement(again, first, float(v1 @ v2), other_day=True), (first, again)
+
+
+def test_the_llm_verdict_noop_names_the_unit_repeated_and_a_bad_reply_falls_back(chat_server):
+    priors = [Prior("u-1", "The user follows a plant-based diet.", 0.8), Prior("u-2", "The user loves jazz.", 0.2)]
+    chat_server.script(json.dumps({"event": "NOOP", "id": "1"}), json.dumps({"event": "ADD", "id": None}),
+                       "not json at all")
+    clf = LLMRestatement(LLMClient("test-model", base_url=chat_server.base_url, max_retries=0))
+    assert clf.repeated("The user is vegan.", "user", priors) == "u-1"  # short id 1 -> u-1
+    prompt = chat_server.requests[0]["messages"][-1]["content"]
+    assert "- 1: The user follows a plant-based diet." in prompt and "jazz" not in prompt  # close priors only
+    schema = chat_server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["id"]["enum"] == ["1", None]
+    assert clf.repeated("The user is vegan.", "user", priors) is None  # ADD: a new fact
+    assert clf.repeated("The user is vegan.", "user", priors) is None and clf.stats["fallbacks"] == 1
+    assert clf.repeated("The user is vegan.", "user", [Prior("u-3", "The user is vegan.", 1.0)]) == "u-3"
+    assert clf.stats["calls"] == 3  # the rules' own repeat made no call
+
+
+def test_restatements_config(minilm):
+    with pytest.raises(ValueError, match="restatements"):
+        Config.from_dict({"restatements": "sometimes"})
+    mem = memory(minilm, restatements="llm")
+    with pytest.raises(ValueError, match="restatements='llm' needs an LLM"):
+        mem.add(turn("a", "I'm vegan.", 0), space="u")
