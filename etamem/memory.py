@@ -218,7 +218,8 @@ class Memory(Engine):
                 summary counters; `extraction`: the extractor's class (None if it cannot be built), its
                 counters since this Memory opened (all spaces: `turns` extracted — again after a
                 deferral —, `llm_units`, `fallback_turns` / `fallback_units` made by the rule fallback for
-                unusable LLM replies and for replies with units their turn does not support,
+                unusable LLM replies (those turns also in `unusable_turns`) and for replies with units their
+                turn does not support,
                 `rejected_units` — those units — and per reason `rejected_copied_example` /
                 `rejected_invented_entity` / `rejected_swapped_speaker` (see
                 `etamem.extraction.grounding`); zeros for extractors without counters), `unavailable` (times
@@ -245,7 +246,7 @@ class Memory(Engine):
         counts = dict(getattr(extractor, "stats", None) or {})
         extraction = {"extractor": None if extractor is None else type(extractor).__name__,
                       **{k: int(counts.get(k, 0)) for k in ("turns", "llm_units", "fallback_turns", "fallback_units",
-                                                            *REJECTION_STATS)},
+                                                            "unusable_turns", *REJECTION_STATS)},
                       "unavailable": unavailable, "pending_turns": self.store.count_pending(live.name),
                       "queued_turns": self.store.count_queued(live.name)}
         queue = None if extractor is None else self.llm_queue

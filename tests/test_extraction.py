@@ -202,7 +202,8 @@ def test_llm_extractor_renders_prompt_and_returns_facts():
     assert "a rainbow flag" in prompt
     assert "Monday, 8 May 2023" in prompt
     assert "Melanie: Hey Caroline! How have you been?" in prompt
-    assert ex.stats == {"turns": 1, "llm_units": 1, "fallback_turns": 0, "fallback_units": 0, **NO_REJECTIONS}
+    assert ex.stats == {"turns": 1, "llm_units": 1, "fallback_turns": 0, "fallback_units": 0,
+                        "unusable_turns": 0, **NO_REJECTIONS}
 
 
 def test_llm_extractor_accepts_bare_list_and_empty_answer():
@@ -222,7 +223,8 @@ def test_unusable_llm_reply_falls_back_to_rules(answer, apply_validate):
     t = turn("Hey! I'm moving to Denver next month.")
     assert ex.extract(t) == ["Caroline is moving to Denver next month (June 2023)."]
     assert ex.extract_result(t) == (["Caroline is moving to Denver next month (June 2023)."], True)
-    assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2, **NO_REJECTIONS}
+    assert ex.stats == {"turns": 2, "llm_units": 0, "fallback_turns": 2, "fallback_units": 2,
+                        "unusable_turns": 2, **NO_REJECTIONS}
 
 
 def test_no_llm_reply_raises_and_extracts_nothing():
@@ -230,7 +232,8 @@ def test_no_llm_reply_raises_and_extracts_nothing():
     with pytest.raises(ExtractionUnavailable, match="D1:1.*connection refused") as info:
         ex.extract(turn("I'm moving to Denver next month."))
     assert isinstance(info.value, LLMUnavailable) and isinstance(info.value.__cause__, LLMUnavailable)
-    assert ex.stats == {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, **NO_REJECTIONS}
+    assert ex.stats == {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0,
+                        "unusable_turns": 0, **NO_REJECTIONS}
 
 
 def test_other_llm_exceptions_propagate():

@@ -241,7 +241,7 @@ def test_a_copied_example_sends_the_turn_to_the_rule_extractor_counted_and_logge
         result = ex.extract_result(t)
     assert result.fallback and result.units == RuleExtractor().extract(t)
     assert ex.stats == {"turns": 1, "llm_units": 0, "fallback_turns": 1, "fallback_units": len(result.units),
-                        "rejected_units": 1, "rejected_copied_example": 1, "rejected_invented_entity": 0,
+                        "unusable_turns": 0, "rejected_units": 1, "rejected_copied_example": 1, "rejected_invented_entity": 0,
                         "rejected_swapped_speaker": 0, "rejected_other_turn": 0}
     assert "s3:3" in caplog.text and "copied_example" in caplog.text
 

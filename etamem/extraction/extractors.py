@@ -447,7 +447,8 @@ class LLMExtractor:
       pending; `Memory.stats(space)["extraction"]["unavailable"]` counts these);
     - an unusable reply (`LLMError`: not JSON after the repair round, not of the form
       {"facts": [...]}, a refusal, no text): the rule extractor's units for that turn,
-      counted in `fallback_turns` / `fallback_units` (`extract_result` flags them);
+      counted in `fallback_turns` / `fallback_units` (`extract_result` flags them), those turns
+      also in `unusable_turns`;
     - a reply with a unit that is not grounded in the turn, its context or the participants'
       names (`etamem.extraction.grounding.check_unit`: a copy of the prompt's example, an
       invented name / number / date / event, the speaker swapped; `grounding=False` turns the
@@ -473,7 +474,8 @@ class LLMExtractor:
         self._examples: dict[str, tuple[str, ...]] = {}
         self._speakers: dict[str, dict[str, None]] = {}  # space -> the speakers seen there (participants)
         self._lock = threading.Lock()
-        self._stats = {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, **REJECTION_STATS}
+        self._stats = {"turns": 0, "llm_units": 0, "fallback_turns": 0, "fallback_units": 0, "unusable_turns": 0,
+                       **REJECTION_STATS}
 
     @property
     def stats(self) -> dict[str, int]:
@@ -567,17 +569,18 @@ class LLMExtractor:
                     self._stats[f"rejected_{verdict.reason}"] += 1
             facts = None
         if facts is None:
-            return self._rule_fallback(turn, given)
+            return self._rule_fallback(turn, given, unusable=not rejected)
         facts = [first_person_fixed(f, turn_subject(turn)) for f in facts]
         with self._lock:
             self._stats["turns"] += 1
             self._stats["llm_units"] += len(facts)
         return Extraction(facts, False)
 
-    def _rule_fallback(self, turn: Turn, context: Sequence[Turn]) -> Extraction:
+    def _rule_fallback(self, turn: Turn, context: Sequence[Turn], *, unusable: bool = False) -> Extraction:
         units = self.fallback.extract(turn, context)
         with self._lock:
             self._stats["turns"] += 1
+            self._stats["unusable_turns"] += int(unusable)
             self._stats["fallback_turns"] += 1
             self._stats["fallback_units"] += len(units)
         return Extraction(units, True)

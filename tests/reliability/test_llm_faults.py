@@ -139,7 +139,8 @@ def test_no_reply_leaves_the_batch_pending_until_the_llm_is_back(fault, chat_ser
         assert len(mem.turns(SPACE)) == 3
         assert mem.flush(SPACE) == []  # still no reply: still pending
         assert extraction(mem) == {"extractor": "LLMExtractor", "turns": 0, "llm_units": 0, "fallback_turns": 0,
-                                   "fallback_units": 0, "unavailable": 2, "pending_turns": 3, **NO_REJECTIONS}
+                                   "fallback_units": 0,
+                                   "unusable_turns": 0, "unavailable": 2, "pending_turns": 3, **NO_REJECTIONS}
         assert mem.retrieve("grey cat", space=SPACE).pending_turns == 3
 
         if FAULTS[fault] is None:  # the endpoint comes back
@@ -152,7 +153,8 @@ def test_no_reply_leaves_the_batch_pending_until_the_llm_is_back(fault, chat_ser
         assert mem.store.count_pending(SPACE) == 0 and mem.store.count_amus(SPACE) == 3
         assert sorted(a.amu_id for a in mem.list(SPACE)) == sorted(f"{t['turn_id']}#0" for t in turns)
         assert extraction(mem) == {"extractor": "LLMExtractor", "turns": 3, "llm_units": 3, "fallback_turns": 0,
-                                   "fallback_units": 0, "unavailable": 2, "pending_turns": 0, **NO_REJECTIONS}
+                                   "fallback_units": 0,
+                                   "unusable_turns": 0, "unavailable": 2, "pending_turns": 0, **NO_REJECTIONS}
         assert sorted(cached_replies(mem)) == sorted(json.dumps({"facts": [f"LLM: {t['text']}"]}) for t in turns)
 
 
@@ -207,7 +209,8 @@ def test_an_unusable_reply_is_extracted_by_rules_counted_and_not_cached(bad, cha
         assert [a.text for a in made] == [f"LLM: {turns[0]['text']}", *fallback, f"LLM: {turns[2]['text']}"]
         assert mem.store.count_pending(SPACE) == 0
         assert extraction(mem) == {"extractor": "LLMExtractor", "turns": 3, "llm_units": 2, "fallback_turns": 1,
-                                   "fallback_units": len(fallback), "unavailable": 0, "pending_turns": 0, **NO_REJECTIONS}
+                                   "fallback_units": len(fallback),
+                                   "unusable_turns": 1, "unavailable": 0, "pending_turns": 0, **NO_REJECTIONS}
         not_json = bad in ("cut-off JSON", "refusal")
         assert [turn_of(r) for r in chat_server.requests].count(turns[1]["text"]) == (2 if not_json else 1)
         # the response cache keeps the two good replies only: a rerun asks again for the bad turn
