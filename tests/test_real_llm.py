@@ -233,3 +233,15 @@ def test_the_servers_tokenizer_counts_and_an_answer_over_a_long_memory_fits(real
         extract = mem.llm.usage()["answer"]
     assert ans.llm_used and ans.text
     assert 2000 < extract.prompt_tokens <= 4096 - 64  # the server's own count of what it was sent
+
+
+def test_reader_tokenizer_counts_with_the_models_vocabulary():
+    """The bench's evidence-within-budget counts (`etamem bench --tokenizer qwen-0.5b`) come from the
+    GGUF's own vocabulary: the pinned file, and counts under the bytes/3 upper estimate."""
+    from etamem.models.tokens import estimate_tokens, reader_counter
+
+    identity, count = reader_counter("qwen-0.5b")
+    assert identity == f"{local_llm.QWEN_05B.filename} sha256:{local_llm.QWEN_05B.sha256[:12]}"
+    assert count("Hello world") == 2 and count("") == 0
+    text = " ".join(t["text"] for t in TURNS)
+    assert 0 < count(text) <= estimate_tokens(text)

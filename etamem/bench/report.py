@@ -2,7 +2,7 @@
 the PNG plots of `plots.py`)."""
 from __future__ import annotations
 
-from etamem.bench import paired
+from etamem.bench import budget, paired
 from etamem.bench.data import LOCOMO_CATEGORIES, LONGMEMEVAL_TYPES, BenchConversation
 from etamem.bench.metrics import bootstrap_interval, mean
 from etamem.bench.question_kinds import KINDS, question_kind
@@ -161,7 +161,8 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
         ci = paired.clustered(records, spec.key, metric)
         systems[spec.key]["retrieval"]["clustered"] = {metric: list(ci)} if ci else {}
     steps = [s.key for s in specs if s.key.startswith("ladder-")]
-    return {"dataset": dataset, "file": settings["file"], "settings": settings, "data": info,
+    picked = {k: r for k, r in records.items() if k[0] == "retrieval" and k[2] in qids}
+    return {"budget": budget.summarise(picked, [s.key for s in specs]), "dataset": dataset, "file": settings["file"], "settings": settings, "data": info,
             "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "work_s": work,
             "notes": notes, "main_metric": metric,
             "ladder": paired.ladder(records, steps, {s.key: s.label for s in specs}, metric) if steps else [],
@@ -453,6 +454,15 @@ def markdown(summary: dict) -> str:
                                  "Each figure is a mean over questions with its 95% bootstrap interval [low, high] "
                                  "(percentile, questions resampled with replacement, 2000 resamples, seeded).", ""]
     lines += retrieval_table(summary) + clustered_table(summary) + ladder_table(summary)
+    if summary.get("budget"):
+        lines += ["", "## Evidence within the reader's budget", "",
+                  "Share of questions (%) with an evidence turn in the answer context cut at B tokens (counted "
+                  "with the reader's tokenizer: the context as the answer prompt shows it, filled in rank order), "
+                  "its 95% interval over questions; the paired difference against "
+                  f"{summary['budget']['baseline']} on the same questions; the share with every evidence turn in; "
+                  "the median tokens to the first evidence turn over the questions whose pool holds one "
+                  "(etamem/bench/budget.py).", ""]
+        lines += budget.table(summary["budget"], {k: s["label"] for k, s in summary["systems"].items()})
     routing = routing_tables(summary) + routing_kind_table(summary)
     if routing:
         lines += ["", "## Routing (ETAMem systems)"] + routing

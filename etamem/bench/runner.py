@@ -81,6 +81,7 @@ class BenchOptions:
     split: str | None = None  # updates: dev (default), test or all
     preset: str = "default"  # the Config preset the run starts from (etamem/presets.py); overrides on top
     sweep: list[str] | None = None  # "NAME=V1,V2,..." query-time values tried one system each (systems.sweep_specs)
+    budget_tokenizer: str | None = None  # evidence within the reader's budget, counted by this tokenizer (budget.py)
 
 
 class ResultLog:
@@ -325,6 +326,12 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     for key, rec in builds.records.items():
         if key not in results.records:
             results.add(rec)
+    tokens = None
+    if opts.budget_tokenizer:
+        from etamem.models.tokens import reader_counter
+
+        tokens = reader_counter(opts.budget_tokenizer)
+        notes.append(f"Evidence within the reader's budget counted with {tokens[0]}.")
     bar = None
     if opts.progress:
         from tqdm import tqdm
@@ -332,7 +339,8 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
         bar = tqdm(total=sum(len(c.questions) for c in convs), unit="q", desc=f"bench {opts.dataset}")
     try:
         for conv in convs:
-            _run_conversation(opts.dataset, conv, specs, wb, results, builds, llm, judge, ks, qa_turns, config)
+            _run_conversation(opts.dataset, conv, specs, wb, results, builds, llm, judge, ks, qa_turns, config,
+                              tokens)
             if bar is not None:
                 bar.update(len(conv.questions))
             log.info("%s: done", conv.space)
@@ -363,8 +371,17 @@ def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]
 
 
 def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemSpec], wb: Workbench,
-                      results: ResultLog, builds: ResultLog, llm, judge, ks, qa_turns: int, config: Config) -> None:
+                      results: ResultLog, builds: ResultLog, llm, judge, ks, qa_turns: int, config: Config,
+                      tokens=None) -> None:
+    """Rank (and answer) the conversation's questions with each system; `tokens`: (tokenizer
+    identity, count) to record each gold turn's tokens to reach the reader (budget.py)."""
+    from etamem.bench.budget import context_text, evidence_tokens
     from etamem.bench.qa import answer_and_judge, answer_prompt, units_for_context
+
+    def stale(key: tuple) -> bool:  # no record, or one without the requested evidence counts
+        rec = results.records.get(key)
+        return rec is None or (tokens is not None and dataset != "updates" and bool(rec.get("metrics"))
+                               and rec.get("evidence_tokenizer") != tokens[0])
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
     encoded = False
@@ -372,7 +389,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
         todo = []
         for q in conv.questions:
             need_r = (spec.kind != "full_context" and eligible_for_retrieval(dataset, q)
-                      and not results.has("retrieval", spec.key, q.qid))
+                      and stale(("retrieval", spec.key, q.qid)))
             need_qa = llm is not None and dataset not in RETRIEVAL_ONLY and not results.has("qa", spec.key, q.qid)
             if need_r or need_qa:
                 todo.append((q, need_r, need_qa))
@@ -398,11 +415,16 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                     ms = 1000 * (time.perf_counter() - t0)
                 routing = {} if ranking is None or ranking.routing is None else {"routing": ranking.routing}
                 if need_r:
+                    budget = {}
+                    if tokens is not None and dataset != "updates" and q.gold_turns:
+                        budget = {"evidence_tokenizer": tokens[0], "evidence_tokens": evidence_tokens(
+                            [u.sources for u in ranking.units], q.gold_turns,
+                            lambda n: context_text(wb, spec, conv.space, ranking, n, turn_map), tokens[1])}
                     _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)
                     results.add({"type": "retrieval", "system": spec.key, "qid": q.qid, "space": conv.space,
                                  "category": q.category, "ms": ms, "context_tokens": ctx,
                                  "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
-                                 "peak_rss_mb": peak_rss_mb(), **routing})
+                                 "peak_rss_mb": peak_rss_mb(), **routing, **budget})
                 if need_qa:
                     units, retry = None, None
                     if ranking is None:

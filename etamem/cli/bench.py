@@ -99,6 +99,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one system per value of a query-time setting (a Config field or beta, K, B, budget, lambda, "
                         "tau), e.g. --sweep beta=0.0,0.1,0.2,0.3; only these systems unless --systems; "
                         "plotted in sweep.png")
+    p.add_argument("--tokenizer", default=None, metavar="MODEL|PATH|estimate",
+                   help="evidence within the reader's budget: count each evidence turn's tokens to the reader with "
+                   "this tokenizer (a known model such as qwen-0.5b, a .gguf path, or estimate) and report the share "
+                   "within 500 / 1,000 / 2,000 tokens (docs/benchmarks.md)")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--fresh", action="store_true", help="discard results in --out made with other settings")
@@ -125,7 +129,7 @@ def options_from_args(args):
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
                         roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split,
-                        preset=args.preset, sweep=args.sweep)
+                        preset=args.preset, sweep=args.sweep, budget_tokenizer=args.tokenizer)
 
 
 def cmd_bench(args) -> int:

@@ -91,3 +91,32 @@ def fit(render: Callable[[int], str], n: int, budget: int, count: Callable[[str]
         else:
             hi = mid - 1
     return render(lo), lo
+
+
+def reader_counter(spec: str) -> tuple[str, Callable[[str], int]]:
+    """(identity, count) of a reader's tokenizer: a known model's name (`etamem llm fetch`) or a
+    `.gguf` path, its vocabulary loaded alone through llama-cpp-python (extra `local-llm`; no
+    weights read), or "estimate" (`estimate_tokens`, no tokenizer).
+
+    The identity names the file and the first 12 hex digits of its sha256 (a known model: the
+    pinned digest), so a record says which tokenizer counted it."""
+    if spec == "estimate":
+        return f"estimate (UTF-8 bytes / {BYTES_PER_TOKEN:g})", estimate_tokens
+    from etamem.install_hints import install_hint
+    from etamem.models.local_llm import KNOWN_MODELS, resolve_model, sha256_of
+
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise ImportError("counting tokens with a GGUF vocabulary needs llama-cpp-python: "
+                          + install_hint("local-llm")) from exc
+    path = resolve_model(spec)
+    known = KNOWN_MODELS.get(path.stem)
+    digest = known.sha256 if known is not None and path.stat().st_size == known.size else sha256_of(path)
+    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    lock = threading.Lock()
+
+    def count(text: str) -> int:
+        with lock:
+            return len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+    return f"{path.name} sha256:{digest[:12]}", count
