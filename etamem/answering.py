@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from etamem.ingest.timeparse import format_date
 from etamem.models.prompt_files import render_prompt
-from etamem.models.tokens import fit
+from etamem.models.tokens import pack
 from etamem.offline_answer import kind_answer
 from etamem.records import Answer, Hit, StageCost, Turn
 
@@ -67,21 +67,24 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
         text = kind_answer(question, hits, n_sentences)
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
 
-    def render(k: int) -> str:
+    def render(k: int, summaries: str) -> str:
         return render_prompt(
             f"answer_{style}", question=question, memories=format_memories(hits[:k]),
-            source_turns=format_source_turns(hits[:k], sources), time_summaries=time_summaries or "(none)",
+            source_turns=format_source_turns(hits[:k], sources), time_summaries=summaries or "(none)",
             question_date=format_date(question_date) if question_date else "unknown",
         )
 
     budget = llm.prompt_budget() if hasattr(llm, "prompt_budget") else None  # test doubles have none
     if budget is None:
-        prompt = render(len(hits))
-    else:  # the best evidence that fits the model's context (an overflow is a 400 no retry cures)
-        prompt, kept = fit(render, len(hits), budget, llm.tokens.count)
-        if kept < len(hits):
-            log.warning("answer: the best %d of %d memories fit the model's context of %d tokens (%d for the "
-                        "prompt); the rest left out", kept, len(hits), llm.context_tokens, budget)
+        prompt = render(len(hits), time_summaries)
+    else:  # the best evidence that fits the model's context (an overflow is a 400 no retry cures),
+        # then as much of the Time context as still fits: summaries never push evidence out
+        lines = time_summaries.splitlines() if time_summaries else []
+        prompt, kept, kept_lines = pack(render, len(hits), lines, budget, llm.tokens.count)
+        if kept < len(hits) or kept_lines < len(lines):
+            log.warning("answer: the best %d of %d memories and %d of %d Time context lines fit the model's "
+                        "context of %d tokens (%d for the prompt); the rest left out", kept, len(hits), kept_lines,
+                        len(lines), llm.context_tokens, budget)
     before = llm.usage()
     text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))

@@ -319,3 +319,28 @@ def test_inspect_shows_links_on_the_command_line_and_the_html_page(fta_mem, tmp_
     assert main(["-q", "inspect", str(tmp_path / "store"), "--links", "--amu", updated["target"]]) == 0
     out = capsys.readouterr().out
     assert "supersedes" in out and "1 relation links" in out
+
+
+def test_answer_packet_gives_up_the_auxiliary_memory_before_any_unit(tmp_path, minilm, chat_server):
+    """A model context that holds every unit but not the auxiliary memory beside them: the packet
+    keeps the units (fta.search.fitted_packet), as ETAMem's answer gives up its Time context first."""
+    chat_server.responder = scripted_llm
+    chat_server.tokenizer = True
+    cfg = {"method": "fta", "fta_window": 6, "llm_model": "test-model", "llm_base_url": chat_server.base_url,
+           "llm_api_key": "test", "llm_max_retries": 0}
+    with Memory(tmp_path / "store", cfg, text_encoder=minilm, affect_tagger=VaderAffectTagger(minilm)) as mem:
+        mem.add(turns(SESSION_1, "s1", 0))
+        mem.add(turns(SESSION_2, "s2", 40))
+        mem.end_session()
+        mem.answer("Where does Caroline live now?", now="2023-07-01")
+    full = chat_server.requests[-1]["messages"][-1]["content"]
+    head, aux = full.split("# Auxiliary memory", 1)
+    aux = aux.split("\n# ", 1)[0].strip()
+    assert len(aux.split()) >= 10
+    cut = len(full.split()) - len(aux.split()) // 2
+    small = {**cfg, "llm_context_tokens": cut + 100 + 16, "llm_max_tokens": 100}
+    with Memory(tmp_path / "store", small, text_encoder=minilm, affect_tagger=VaderAffectTagger(minilm)) as mem:
+        mem.answer("Where does Caroline live now?", now="2023-07-01")
+    prompt = chat_server.requests[-1]["messages"][-1]["content"]
+    assert len(prompt.split()) <= cut and aux not in prompt
+    assert prompt.split("# Auxiliary memory", 1)[0] == head  # every unit and span kept

@@ -15,7 +15,7 @@ from conftest import HashingEncoder
 from etamem import Config, Memory
 from etamem.models.affect import VaderAffectTagger
 from etamem.models.llm import LLMClient
-from etamem.models.tokens import BYTES_PER_TOKEN, TokenCounter, estimate_tokens, fit
+from etamem.models.tokens import BYTES_PER_TOKEN, TokenCounter, estimate_tokens, fit, pack
 
 
 def test_fit_finds_the_largest_prefix_that_fits_as_brute_force_does():
@@ -31,6 +31,27 @@ def test_fit_finds_the_largest_prefix_that_fits_as_brute_force_does():
         prompt, kept = fit(render, len(sizes), budget, len)
         best = max((k for k in range(len(sizes) + 1) if len(render(k)) <= budget), default=0)
         assert kept == best and prompt == render(best)
+
+
+def test_pack_puts_evidence_first_then_the_supplement_lines_that_fit_as_brute_force_does():
+    rng = random.Random(6)
+    for _ in range(300):
+        sizes = [rng.randint(1, 50) for _ in range(rng.randint(0, 20))]
+        lines = ["y" * rng.randint(1, 60) for _ in range(rng.randint(0, 6))]
+        head, budget = rng.randint(0, 40), rng.randint(0, 800)
+
+        def render(k, extra, sizes=sizes, head=head):
+            return "x" * (head + sum(sizes[:k])) + extra
+
+        prompt, kept, kept_lines = pack(render, len(sizes), lines, budget, len)
+        if len(render(len(sizes), "\n".join(lines))) <= budget:
+            assert (kept, kept_lines) == (len(sizes), len(lines))
+            continue
+        best = max((k for k in range(len(sizes) + 1) if len(render(k, "")) <= budget), default=0)
+        best_lines = max((j for j in range(len(lines) + 1) if len(render(best, "\n".join(lines[:j]))) <= budget),
+                         default=0)
+        assert (kept, kept_lines) == (best, best_lines)
+        assert prompt == render(best, "\n".join(lines[:best_lines]))
 
 
 def test_the_estimate_errs_long():
@@ -94,6 +115,35 @@ def test_answer_keeps_the_best_evidence_that_fits_the_context(chat_server, caplo
     assert 0 < len(kept) < 30
     assert kept == [h.amu.text for h in ans.hits[:len(kept)]]  # the best ones, in rank order
     assert "fit the model's context" in caplog.text
+
+
+def test_answer_leaves_out_time_context_before_any_evidence(chat_server):
+    """A budget that holds every memory but not all of the Time context: the summaries give way
+    (the old order, summaries fixed and memories cut, lost evidence instead)."""
+    chat_server.tokenizer = True
+    chat_server.responder = lambda body: "museum"
+    turns = [{**t, "session_id": f"s{i % 3}", "timestamp": f"2024-05-{8 + i % 3:02d}T10:{i:02d}:00"}
+             for i, t in enumerate(TURNS)]
+    question = "Which harbour museum did Ana visit?"
+
+    def section(prompt):
+        return prompt.split("# Time context")[1].split("\n# ")[0].splitlines()[1:]
+    with _memory(chat_server, top_k=30, extractor="rules") as unbounded:
+        unbounded.add(turns, space="u")
+        unbounded.answer(question, space="u")
+    full = chat_server.requests[-1]["messages"][-1]["content"]
+    time_lines = [line for line in section(full) if line.strip()]
+    assert len(time_lines) >= 3
+    cut = len(full.split()) - len(" ".join(time_lines).split()) // 2
+    with _memory(chat_server, top_k=30, extractor="rules", llm_context_tokens=cut + 100 + 16,
+                 llm_max_tokens=100) as mem:
+        mem.add(turns, space="u")
+        ans = mem.answer(question, space="u")
+    prompt = chat_server.requests[-1]["messages"][-1]["content"]
+    assert len(prompt.split()) <= cut
+    assert len(ans.hits) == 30 and all(h.amu.text in prompt for h in ans.hits)  # every memory kept
+    kept = [line for line in section(prompt) if line.strip()]
+    assert len(kept) < len(time_lines) and kept == time_lines[:len(kept)]
 
 
 def test_extraction_drops_context_turns_then_leaves_a_turn_too_long_to_the_rules(chat_server, caplog):

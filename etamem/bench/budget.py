@@ -4,8 +4,10 @@ reader's budget').
 
 A system fills the reader's context in rank order. For each gold turn the runner renders the
 context of the ranking's first i units, where unit i is the first that carries that turn, exactly
-as the answer prompt shows it (ETAMem: memory lines, their source turns and the Time context; FTA-Mem:
-its packet; flat baselines: the turns), and counts its tokens with the reader's tokenizer. The
+as the answer prompt shows it (ETAMem: memory lines and their source turns; FTA-Mem: its packet's
+units, neighbours and dialogue spans; flat baselines: the turns), and counts its tokens with the
+reader's tokenizer. Supplements (ETAMem's Time context, FTA-Mem's auxiliary memory) come after the
+evidence in a context cut to a budget (`etamem.models.tokens.pack`), so they are not counted. The
 context cut at B tokens holds that turn iff this count is <= B: contexts only grow as units are
 added, so the longest prefix that fits B holds unit i exactly when the prefix ending at i fits.
 
@@ -25,6 +27,7 @@ from etamem.bench.metrics import bootstrap_interval, clustered_bootstrap_interva
 from etamem.bench.paired import paired
 
 BUDGETS = (500, 1000, 2000)
+CONTEXT = "evidence-first"  # how the counted context is filled (records made otherwise are counted again)
 BASELINE = "hybrid-turns"
 
 
@@ -60,8 +63,11 @@ def evidence_tokens(sources: Sequence[Sequence[str]], gold: Sequence[str], rende
 
 
 def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
-    """The answer context of `ranking`'s first n units as the reader sees it: FTA-Mem's packet;
-    otherwise the answer prompt's memory lines, source turns and (ETAMem) Time context.
+    """The evidence part of the answer context of `ranking`'s first n units, as the reader sees
+    it: FTA-Mem's packet without its auxiliary memory; otherwise the answer prompt's memory lines
+    and their source turns. The supplements (ETAMem's Time context, FTA-Mem's auxiliary memory)
+    are left out: a context cut to a budget fills them after the evidence (`models.tokens.pack`,
+    as `Memory.answer` does), so they never hold an evidence turn back.
 
     Args:
         wb: the run's `Workbench`.
@@ -73,12 +79,10 @@ def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
     """
     from etamem.bench.qa import format_sources, format_units
 
-    units, hits = ranking.units[:n], ranking.hits[:n]
+    units = ranking.units[:n]
     if spec.kind == "fta":
-        return wb.fta_packet(spec, space, hits)
-    parts = [format_units(units), format_sources(units, turns)]
-    summaries = wb.time_summaries(spec, space, hits)
-    return "\n".join(parts + [summaries] if summaries else parts)
+        return wb.fta_packet(spec, space, ranking.hits[:n], auxiliary=False)
+    return "\n".join([format_units(units), format_sources(units, turns)])
 
 
 def within(tokens: Sequence[int | None], budget: int) -> tuple[float, float, float]:

@@ -457,7 +457,9 @@ def markdown(summary: dict) -> str:
     if summary.get("budget"):
         lines += ["", "## Evidence within the reader's budget", "",
                   "Share of questions (%) with an evidence turn in the answer context cut at B tokens (counted "
-                  "with the reader's tokenizer: the context as the answer prompt shows it, filled in rank order), "
+                  "with the reader's tokenizer: the context as the answer prompt shows it, filled in rank order; "
+                  "ETAMem's Time context and FTA-Mem's auxiliary memory fill what the evidence leaves, as "
+                  "`Memory.answer` fits a context, and are not counted), "
                   "its 95% interval over questions; the paired difference against "
                   f"{summary['budget']['baseline']} on the same questions; the share with every evidence turn in; "
                   "the median tokens to the first evidence turn over the questions whose pool holds one "

@@ -435,13 +435,14 @@ class Workbench:
         finally:
             mem.config = base
 
-    def fta_packet(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
-        """The FTA-Mem answer packet of `hits` (sections or flat, by the system's config)."""
+    def fta_packet(self, spec: SystemSpec, space: str, hits: list[Hit], *, auxiliary: bool = True) -> str:
+        """The FTA-Mem answer packet of `hits` (sections or flat, by the system's config; without
+        the auxiliary memory when `auxiliary` is False)."""
         from etamem.fta.search import packet_for
 
         mem = self.memory(spec.construction)
         cfg = mem.config.replace(**dict(spec.overrides)) if spec.overrides else mem.config
-        return packet_for(mem.store, space, hits, cfg)
+        return packet_for(mem.store, space, hits, cfg, auxiliary=auxiliary)
 
     def time_summaries(self, spec: SystemSpec, space: str, hits: list[Hit]) -> str:
         if spec.kind != "etamem" or not hits:

@@ -375,13 +375,13 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                       tokens=None) -> None:
     """Rank (and answer) the conversation's questions with each system; `tokens`: (tokenizer
     identity, count) to record each gold turn's tokens to reach the reader (budget.py)."""
-    from etamem.bench.budget import context_text, evidence_tokens
+    from etamem.bench.budget import CONTEXT, context_text, evidence_tokens
     from etamem.bench.qa import answer_and_judge, answer_prompt, units_for_context
 
     def stale(key: tuple) -> bool:  # no record, or one without the requested evidence counts
         rec = results.records.get(key)
         return rec is None or (tokens is not None and dataset != "updates" and bool(rec.get("metrics"))
-                               and rec.get("evidence_tokenizer") != tokens[0])
+                               and (rec.get("evidence_tokenizer"), rec.get("evidence_context")) != (tokens[0], CONTEXT))
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
     encoded = False
@@ -417,7 +417,8 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 if need_r:
                     budget = {}
                     if tokens is not None and dataset != "updates" and q.gold_turns:
-                        budget = {"evidence_tokenizer": tokens[0], "evidence_tokens": evidence_tokens(
+                        budget = {"evidence_tokenizer": tokens[0], "evidence_context": CONTEXT,
+                                  "evidence_tokens": evidence_tokens(
                             [u.sources for u in ranking.units], q.gold_turns,
                             lambda n: context_text(wb, spec, conv.space, ranking, n, turn_map), tokens[1])}
                     _, ctx = distinct_turns([(u.sources, u.text) for u in ranking.units], qa_turns)

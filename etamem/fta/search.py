@@ -246,10 +246,10 @@ def _hit_unit(amu: AMU) -> FTAUnit:
                    unit_id=amu.amu_id, space=amu.space)
 
 
-def packet_for(store, space: str, hits: list[Hit], config) -> str:
+def packet_for(store, space: str, hits: list[Hit], config, *, auxiliary: bool = True) -> str:
     """The answer context of `hits`: primary units (provisional hits among them) and linked
-    neighbours (oldest first), their source dialogue spans, and the space's longitudinal memory
-    (`render_packet`)."""
+    neighbours (oldest first), their source dialogue spans, and (`auxiliary`, with
+    `config.fta_auxiliary`) the space's longitudinal memory (`render_packet`)."""
     from etamem.fta.packet import render_packet
     from etamem.fta.profiles import profiles_from_json, render_profiles
 
@@ -271,11 +271,36 @@ def packet_for(store, space: str, hits: list[Hit], config) -> str:
     for t in sorted(store.turns(space, turn_ids=turn_ids), key=lambda t: t.timestamp):
         spans.setdefault(t.session_id, []).append(t)
     speakers = {u.speaker for u in prim} | {p for u in prim for p in u.participants}
-    saved = store.get_space_meta(space, PROFILES_KEY) if config.fta_auxiliary and not config.fta_question_only else None
+    wanted = auxiliary and config.fta_auxiliary and not config.fta_question_only
+    saved = store.get_space_meta(space, PROFILES_KEY) if wanted else None
     aux = render_profiles(profiles_from_json(saved), speakers) if saved else ""
     key = (lambda u: (u.dialogue_time, u.turn_ids))
     return render_packet(sorted(prim, key=key), sorted(neigh, key=lambda n: key(n[0])), list(spans.items()), aux,
                          flat=config.fta_packet == "flat", anchors=config.fta_anchors)
+
+
+def fitted_packet(store, space: str, hits: list[Hit], config, llm, question: str, when: datetime | None) -> str:
+    """The packet of `hits` that fits the model's context (`LLMClient.prompt_budget`; all of it
+    when the context is unknown): the most hits that fit without the auxiliary memory, then the
+    auxiliary memory if it still fits beside them (it never pushes evidence out)."""
+    from etamem.fta.packet import answer_prompt
+    from etamem.models.tokens import pack
+
+    budget = llm.prompt_budget() if hasattr(llm, "prompt_budget") else None  # test doubles have none
+    if budget is None:
+        return packet_for(store, space, hits, config)
+    packets: dict[tuple[int, bool], str] = {}
+
+    def render(k: int, aux: str) -> str:
+        packets[k, bool(aux)] = packets.get((k, bool(aux))) or packet_for(store, space, hits[:k], config,
+                                                                           auxiliary=bool(aux))
+        return answer_prompt(question, packets[k, bool(aux)], question_date=when, style=config.answer_style)
+
+    _, kept, aux = pack(render, len(hits), ["auxiliary"], budget, llm.tokens.count)
+    if kept < len(hits) or not aux:
+        log.warning("answer: the best %d of %d FTA-Mem hits fit the model's context (%d tokens for the prompt)%s",
+                    kept, len(hits), budget, "" if aux else ", without the auxiliary memory")
+    return packets[kept, bool(aux)]
 
 
 def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, when: datetime | None) -> Answer:
@@ -288,11 +313,11 @@ def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, w
         primary = [h for h in hits if h.views != ("fta-link",)]
         return compose_answer(question, primary, {}, llm=None, style=config.answer_style, question_date=when,
                               n_sentences=config.answer_evidence_sentences)
-    packet = packet_for(store, space, hits, config)
+    packet = fitted_packet(store, space, hits, config, llm, question, when)
     before = llm.usage()
     text = answer_from_packet(llm, question, packet, question_date=when, style=config.answer_style)
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))
 
 
-__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "packet_for", "place_neighbours",
+__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "fitted_packet", "packet_for", "place_neighbours",
            "prepare_provisional", "provisional_turns", "provisional_units", "search_fta"]

@@ -93,6 +93,31 @@ def fit(render: Callable[[int], str], n: int, budget: int, count: Callable[[str]
     return render(lo), lo
 
 
+def pack(render: Callable[[int, str], str], n: int, supplement: list[str], budget: int,
+         count: Callable[[str], int]) -> tuple[str, int, int]:
+    """Evidence first, supplements after: the prompt `render(k, text)` holding the most evidence
+    items k (0..n) that fit `budget` without any supplement, then the longest prefix of the
+    `supplement` lines (e.g. ETAMem's Time context) that still fits beside them. A supplement
+    never pushes evidence out (docs/benchmarks.md, 'Evidence within the reader's budget').
+
+    Args:
+        render: (k, supplement text) -> prompt with the first k items and that text.
+        n: Evidence items available.
+        supplement: Lines, most useful first, added while they fit.
+        budget: Most prompt tokens.
+        count: text -> tokens.
+
+    Returns:
+        (prompt, items kept, supplement lines kept).
+    """
+    full = render(n, "\n".join(supplement))
+    if count(full) <= budget:
+        return full, n, len(supplement)
+    _, k = fit(lambda j: render(j, ""), n, budget, count)
+    text, lines = fit(lambda j: render(k, "\n".join(supplement[:j])), len(supplement), budget, count)
+    return text, k, lines
+
+
 def reader_counter(spec: str) -> tuple[str, Callable[[str], int]]:
     """(identity, count) of a reader's tokenizer: a known model's name (`etamem llm fetch`) or a
     `.gguf` path, its vocabulary loaded alone through llama-cpp-python (extra `local-llm`; no
