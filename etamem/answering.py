@@ -4,6 +4,7 @@ and `space_time_summaries` read a space of the engine for them (whichever method
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -22,9 +23,35 @@ NO_LLM_NOTE = ("no LLM is configured: returning the best stated fact for the que
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
 
 
-def format_memories(hits: list[Hit]) -> str:
+_WORD = re.compile(r"\w+")
+# words a rewrite of a turn into a unit writes in (the speaker's name for "I", dates resolved)
+_REWRITE_WORDS = frozenset(
+    "he she they his her hers their theirs him them s the a an and is was were has had will would of others "
+    "user assistant week last next january february march april may june july august september october "
+    "november december monday tuesday wednesday thursday friday saturday sunday".split())
+
+
+def restates(text: str, sources: list[Turn]) -> bool:
+    """True when `text` says nothing its source turns do not: each of its words is in their text
+    or speakers' names, a number, a third-person form (-s) of such a word, or one of the words a
+    rewrite into a unit writes in (pronouns, resolved dates). False without sources."""
+    if not sources:
+        return False
+    known = {w for t in sources for w in _WORD.findall(f"{t.speaker} {t.text}".lower())}
+    return all(w in known or w in _REWRITE_WORDS or w.isdigit() or (w.endswith("s") and w[:-1] in known)
+               for w in _WORD.findall(text.lower()))
+
+
+def format_memories(hits: list[Hit], sources: dict[str, Turn] | None = None) -> str:
     """One line per hit, chronological: `[8 May 2023] (flat) Caroline went to ...`, with
-    `[no longer current]` / `[current; replaces an earlier memory]` on facts that changed."""
+    `[no longer current]` / `[current; replaces an earlier memory]` on facts that changed.
+    With `sources` (turn id -> Turn, shown in the prompt's source-turn section), a line that
+    only restates its source turns (`restates`) and carries no such note is left out."""
+    if sources:
+        hits = [h for h in hits if h.superseded_by or h.supersedes
+                or not restates(h.amu.text, [sources[t] for t in h.source_turn_ids if t in sources])]
+        if not hits:
+            return "(their source turns below say them in full)"
     ordered = sorted(hits, key=lambda h: (h.amu.timestamp, h.amu.amu_id))
 
     def note(h: Hit) -> str:
@@ -60,16 +87,19 @@ def says_missing(text: str) -> bool:
 
 
 def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, llm, style: str,
-                   question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "") -> Answer:
+                   question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "",
+                   memory_lines: str = "distinct") -> Answer:
     """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns;
-    `time_summaries` is the Time-view section of the context packet."""
+    `time_summaries` is the Time-view section of the context packet; `memory_lines` "distinct"
+    leaves out memory lines that only restate their source turns (`format_memories`), "all" not."""
     if llm is None:  # the best statement for each kind asked (a date for when, ...: etamem.offline_answer)
         text = kind_answer(question, hits, n_sentences)
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
 
     def render(k: int, summaries: str) -> str:
         return render_prompt(
-            f"answer_{style}", question=question, memories=format_memories(hits[:k]),
+            f"answer_{style}", question=question,
+            memories=format_memories(hits[:k], sources if memory_lines == "distinct" else None),
             source_turns=format_source_turns(hits[:k], sources), time_summaries=summaries or "(none)",
             question_date=format_date(question_date) if question_date else "unknown",
         )

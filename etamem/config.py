@@ -258,6 +258,9 @@ class Config:
     Attributes:
         answer_style: "locomo" or "longmemeval".
         answer_evidence_sentences: Without an LLM: sentences returned as the answer.
+        answer_memory_lines: "distinct" (default): an answer prompt leaves out a memory line that
+            only restates its source turns (shown beside it), so a token budget holds more evidence
+            (docs/benchmarks.md, 'Evidence within the reader's budget'); "all": every line.
         context_top_k: Memories in `Memory.context` (the prompt-ready packet) unless `top_k` says.
 
     **Input limits, residency, chat input** (etamem/ingest/inputs.py, etamem/live/residency.py).
@@ -502,6 +505,7 @@ class Config:
     # --- answering -------------------------------------------------------------
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
+    answer_memory_lines: str = "distinct"  # "distinct": no line that only restates its source turns | "all"
     context_top_k: int = 10  # memories in `Memory.context` (the prompt-ready packet) unless top_k says
 
     # --- input limits (etamem/ingest/inputs.py) -------------------------------------------------
@@ -775,6 +779,7 @@ _CHOICES = {
     "restatements": ("auto", "rules", "llm", "off"),
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),
+    "answer_memory_lines": ("distinct", "all"),
     "routing": ("entropy", "mean"),
     "bm25_norm": ("minmax", "ceiling"),
     "fallback_fusion": ("score", "rrf"),

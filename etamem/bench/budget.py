@@ -4,7 +4,8 @@ reader's budget').
 
 A system fills the reader's context in rank order. For each gold turn the runner renders the
 context of the ranking's first i units, where unit i is the first that carries that turn, exactly
-as the answer prompt shows it (ETAMem: memory lines and their source turns; FTA-Mem: its packet's
+as the answer prompt shows it (ETAMem: memory lines, but for those that only restate their source
+turns, and the source turns; FTA-Mem: its packet's
 units, neighbours and dialogue spans; flat baselines: the turns), and counts its tokens with the
 reader's tokenizer. Supplements (ETAMem's Time context, FTA-Mem's auxiliary memory) come after the
 evidence in a context cut to a budget (`etamem.models.tokens.pack`), so they are not counted. The
@@ -27,7 +28,7 @@ from etamem.bench.metrics import bootstrap_interval, clustered_bootstrap_interva
 from etamem.bench.paired import paired
 
 BUDGETS = (500, 1000, 2000)
-CONTEXT = "evidence-first"  # how the counted context is filled (records made otherwise are counted again)
+CONTEXT = "evidence-first/2"  # how the counted context is filled (records made otherwise are counted again)
 BASELINE = "hybrid-turns"
 
 
@@ -82,7 +83,8 @@ def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
     units = ranking.units[:n]
     if spec.kind == "fta":
         return wb.fta_packet(spec, space, ranking.hits[:n], auxiliary=False)
-    return "\n".join([format_units(units), format_sources(units, turns)])
+    shown = turns if wb.config.answer_memory_lines == "distinct" else None  # as the answer prompt
+    return "\n".join([format_units(units, shown), format_sources(units, turns)])
 
 
 def within(tokens: Sequence[int | None], budget: int) -> tuple[float, float, float]:

@@ -8,7 +8,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Callable
 
-from etamem.answering import says_missing
+from etamem.answering import restates, says_missing
 from etamem.bench.data import BenchQuestion
 from etamem.bench.metrics import TOKEN, bleu1, distinct_turns, parse_verdict, token_f1
 from etamem.bench.run_stores import usage_delta
@@ -36,7 +36,13 @@ def units_for_context(units: list[Unit], n_turns: int) -> list[Unit]:
     return out
 
 
-def format_units(units: list[Unit]) -> str:
+def format_units(units: list[Unit], turns: dict[str, Turn] | None = None) -> str:
+    """The memory lines, chronological; with `turns` (the source turns shown beside them, ETAMem's
+    `answer_memory_lines` "distinct") a line that only restates them is left out, as `Memory.answer`."""
+    if turns and not all(u.views == ("turn",) for u in units):
+        units = [u for u in units if not restates(u.text, [turns[t] for t in u.sources if t in turns])]
+        if not units:
+            return "(their source turns below say them in full)"
     ordered = sorted(units, key=lambda u: (u.timestamp, u.sources))
     return "\n".join(f"[{format_date(u.timestamp)}] ({', '.join(u.views)}) {u.text}" for u in ordered) or "(none)"
 
@@ -75,13 +81,15 @@ def _date(q: BenchQuestion, tz: str) -> str:
 
 def answer_prompt(style: str, q: BenchQuestion, *, units: list[Unit] | None = None,
                   turns: dict[str, Turn] | None = None, time_summaries: str = "",
-                  conversation: list[Turn] | None = None, tz: str = "UTC") -> str:
-    """The dataset's answer prompt: over retrieved units, or (conversation given) full context."""
+                  conversation: list[Turn] | None = None, tz: str = "UTC", memory_lines: str = "distinct") -> str:
+    """The dataset's answer prompt: over retrieved units, or (conversation given) full context;
+    `memory_lines` as `Config.answer_memory_lines`."""
     if conversation is not None:
         return render_prompt(f"answer_{style}_full", question=q.question, question_date=_date(q, tz),
                              conversation=format_conversation(conversation))
     return render_prompt(f"answer_{style}", question=q.question, question_date=_date(q, tz),
-                         memories=format_units(units or []), source_turns=format_sources(units or [], turns or {}),
+                         memories=format_units(units or [], turns if memory_lines == "distinct" else None),
+                         source_turns=format_sources(units or [], turns or {}),
                          time_summaries=time_summaries or "(none)")
 
 

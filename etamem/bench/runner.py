@@ -441,6 +441,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                                                 question_date=_question_date(q, config.default_timezone), style=dataset)
                         else:
                             prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
+                                                   memory_lines=config.answer_memory_lines,
                                                    time_summaries=wb.time_summaries(spec, conv.space, hits))
                         if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
                             retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
@@ -468,6 +469,7 @@ def _retry_prompt(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConv
     def build() -> str:
         fused = wb.with_raw_turns(spec, conv, q, hits)
         return answer_prompt(dataset, q, units=hits_to_units(fused), turns=turn_map, tz=config.default_timezone,
+                             memory_lines=config.answer_memory_lines,
                              time_summaries=wb.time_summaries(spec, conv.space, fused))
     return build
 

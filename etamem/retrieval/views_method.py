@@ -74,4 +74,5 @@ class ViewsMethod:
         sources = {t.turn_id: t for h in hits for t in h.source_turns}
         return compose_answer(question, hits, sources, llm=engine.llm, style=engine.config.answer_style,
                               question_date=when, n_sentences=engine.config.answer_evidence_sentences,
-                              time_summaries=space_time_summaries(engine, space, hits))
+                              time_summaries=space_time_summaries(engine, space, hits),
+                              memory_lines=engine.config.answer_memory_lines)

@@ -1,0 +1,66 @@
+"""The answer prompt's memory lines: a line that only restates its source turns (shown beside it)
+is left out by default (`Config.answer_memory_lines` "distinct"), so a token budget holds more
+evidence; lines that add something (a photo's caption, a paraphrase, a version note) stay."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from conftest import HashingEncoder
+from etamem import Config, Memory
+from etamem.answering import format_memories, restates
+from etamem.models.affect import VaderAffectTagger
+from etamem.records import AMU, Hit, Turn
+
+T = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+TURN = Turn("D1:3", "s1", "Caroline", "I went to a LGBTQ support group yesterday and it was so powerful.", T)
+
+
+def _hit(text: str, **kw) -> Hit:
+    amu = AMU(f"a{abs(hash(text)) % 1000}", text, "Caroline", T, "s1", ("D1:3",), "neutral", (0.0, 1.0, 0.0))
+    return Hit(amu, 1.0, ("event",), ("D1:3",), (TURN,), **kw)
+
+
+def test_a_rule_rewrite_restates_its_turn_and_new_words_do_not():
+    assert restates("Caroline went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful.", [TURN])
+    love = Turn("D1:5", "s1", "Caroline", "I love painting with my kids.", T)
+    assert restates("Caroline loves painting with her kids.", [love])  # a third-person form, a pronoun
+    assert not restates("Caroline shared a photo of a rainbow flag.", [TURN])  # a caption the turn lacks
+    assert not restates("Caroline found the support group meeting moving.", [TURN])  # a paraphrase
+    assert not restates("Caroline went to a LGBTQ support group.", [])  # nothing shown beside it
+
+
+def test_format_memories_leaves_out_restating_lines_but_keeps_version_notes():
+    same = _hit("Caroline went to a LGBTQ support group yesterday (7 May 2023).")
+    other = _hit("Caroline found the support group meeting moving.")
+    noted = _hit("Caroline went to a LGBTQ support group.", superseded_by=("a9",))
+    sources = {"D1:3": TURN}
+    text = format_memories([same, other, noted], sources)
+    assert same.amu.text not in text and other.amu.text in text and "no longer current" in text
+    assert same.amu.text in format_memories([same, other, noted])  # no sources: every line
+    assert format_memories([same], sources) == "(their source turns below say them in full)"
+
+
+TURNS = [{"turn_id": f"t{i}", "session_id": "s1", "speaker": "Ana", "timestamp": f"2024-05-08T10:{i:02d}:00",
+          "text": text} for i, text in enumerate([
+              "I adopted a grey cat last week and named her Miso.",
+              "My sister Lena lives in Porto and works at a bakery there."])]
+
+
+def test_answer_prompt_shows_each_turn_once_unless_asked_for_all_lines(chat_server):
+    chat_server.responder = lambda body: "Miso"
+    enc = HashingEncoder()
+    prompts = {}
+    for lines in ("distinct", "all"):
+        config = Config(llm_model="m", llm_base_url=chat_server.base_url, llm_api_key="k", llm_max_retries=0,
+                        llm_background=False, llm_summaries=False, extractor="rules", answer_memory_lines=lines)
+        with Memory(None, config, text_encoder=enc, affect_tagger=VaderAffectTagger(enc)) as mem:
+            mem.add(TURNS, space="u")
+            units = [a.text for a in mem.list("u")]
+            assert mem.answer("What is the name of Ana's cat?", space="u").text == "Miso"
+        prompts[lines] = chat_server.requests[-1]["messages"][-1]["content"]
+    memories = {k: p.split("# Source turns")[0] for k, p in prompts.items()}
+    assert units and all(u in memories["all"] for u in units)
+    assert not any(u in memories["distinct"] for u in units)  # the rules only rewrite the turns
+    for t in TURNS:  # the turns themselves are in both
+        assert all(t["text"] in p.split("# Source turns")[1] for p in prompts.values())
+    assert len(prompts["distinct"]) < len(prompts["all"])
