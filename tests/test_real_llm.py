@@ -245,3 +245,28 @@ def test_reader_tokenizer_counts_with_the_models_vocabulary():
     assert count("Hello world") == 2 and count("") == 0
     text = " ".join(t["text"] for t in TURNS)
     assert 0 < count(text) <= estimate_tokens(text)
+
+
+def test_the_bench_qa_path_answers_and_judges_two_questions(real_llm, tmp_path, locomo_dev, monkeypatch):
+    """`etamem bench locomo ... --model --base-url` end to end on two questions of a LoCoMo slice:
+    the real model answers from flat hybrid's context and judges; a verdict, F1 and BLEU-1 per
+    answer, and the report's QA table (structure only: the 0.5B judges harshly, docs/llm.md)."""
+    import json
+
+    from etamem.bench import BenchOptions, run
+    from tests.test_bench_runner import write_locomo_slice
+
+    base_url, model = real_llm
+    monkeypatch.setenv("OPENAI_API_KEY", PLACEHOLDER_API_KEY)
+    write_locomo_slice(locomo_dev, tmp_path / "slice.json")
+    out = tmp_path / "out"
+    summary = run(BenchOptions("locomo", str(tmp_path / "slice.json"), out=str(out), systems=["hybrid-turns"],
+                               model=model, base_url=base_url, per_conversation=2, plots=False,
+                               overrides={"llm_timeout_s": 300}))
+    qa = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    qa = [r for r in qa if r["type"] == "qa"]
+    assert len(qa) == 2 and all(r["prediction"].strip() for r in qa)
+    assert all(r["correct"] in (True, False) for r in qa), [r["prediction"] for r in qa]  # parsed verdicts
+    assert all(0.0 <= r["f1"] <= 1.0 and r["prompt_tokens"] > 0 for r in qa)
+    assert summary["systems"]["hybrid-turns"]["qa"]["questions"] == 2
+    assert "## Answers (LLM)" in (out / "report.md").read_text()
