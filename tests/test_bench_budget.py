@@ -76,7 +76,7 @@ def test_summary_shares_intervals_and_paired_difference():
 
 
 def test_runner_records_evidence_tokens_and_reports_them(tmp_path, locomo_dev, minilm, monkeypatch):
-    from tests.test_bench_runner import write_locomo_slice
+    from test_bench_runner import write_locomo_slice
 
     for var in ("ETAMEM_LLM_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)

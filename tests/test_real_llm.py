@@ -254,7 +254,7 @@ def test_the_bench_qa_path_answers_and_judges_two_questions(real_llm, tmp_path, 
     import json
 
     from etamem.bench import BenchOptions, run
-    from tests.test_bench_runner import write_locomo_slice
+    from test_bench_runner import write_locomo_slice
 
     base_url, model = real_llm
     monkeypatch.setenv("OPENAI_API_KEY", PLACEHOLDER_API_KEY)
