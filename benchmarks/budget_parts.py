@@ -19,16 +19,14 @@ import re
 import statistics
 
 
-def _parts(spec, text: str) -> dict[str, str]:
-    """The context's parts: FTA-Mem's packet by its '# ' sections, else the bench prompt's three blocks."""
-    if spec.kind == "fta":
-        out, name = {}, "header"
-        for line in text.splitlines():
-            if line.startswith("# "):
-                name = line[2:].strip().lower()
-            out[name] = out.get(name, "") + line + "\n"
-        return out
-    return {"context": text}
+def _sections(packet: str) -> dict[str, str]:
+    """An FTA-Mem packet by its '# ' sections (section name, lower case -> its lines)."""
+    out, name = {}, "header"
+    for line in packet.splitlines():
+        if line.startswith("# "):
+            name = line[2:].strip().lower()
+        out[name] = out.get(name, "") + line + "\n"
+    return out
 
 
 def main(argv=None) -> dict:
@@ -73,7 +71,7 @@ def main(argv=None) -> dict:
                         continue
                     units = ranking.units[:i + 1]
                     if spec.kind == "fta":  # the whole packet, auxiliary memory included
-                        parts = _parts(spec, wb.fta_packet(spec, conv.space, ranking.hits[:i + 1]))
+                        parts = _sections(wb.fta_packet(spec, conv.space, ranking.hits[:i + 1]))
                     else:
                         parts = {"memory lines": format_units(units), "source turns": format_sources(units, turns),
                                  "time context": wb.time_summaries(spec, conv.space, ranking.hits[:i + 1])}

@@ -6,10 +6,11 @@ A system fills the reader's context in rank order. For each gold turn the runner
 context of the ranking's first i units, where unit i is the first that carries that turn, exactly
 as the answer prompt shows it (ETAMem: its memory lines, less those that only restate their
 source turns, and the source turns; FTA-Mem: its packet's units, neighbours and dialogue spans;
-flat baselines: the turns), and counts its tokens with the reader's tokenizer. Supplements (ETAMem's Time context, FTA-Mem's auxiliary memory) come after the
-evidence in a context cut to a budget (`etamem.models.tokens.pack`), so they are not counted. The
-context cut at B tokens holds that turn iff this count is <= B: contexts only grow as units are
-added, so the longest prefix that fits B holds unit i exactly when the prefix ending at i fits.
+flat baselines: the turns), and counts its tokens with the reader's tokenizer. Supplements
+(ETAMem's Time context, FTA-Mem's auxiliary memory) come after the evidence in a context cut to a
+budget (`etamem.models.tokens.pack`), so they are not counted. The context cut at B tokens holds
+that turn iff this count is <= B: contexts only grow as units are added, so the longest prefix
+that fits B holds unit i exactly when the prefix ending at i fits.
 
 Per question the record keeps one count per gold turn (None: not in the system's pool);
 `summarise` turns them into shares of questions at each budget (any evidence turn in; all of

@@ -378,10 +378,13 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
     from etamem.bench.budget import CONTEXT, context_text, evidence_tokens
     from etamem.bench.qa import answer_and_judge, answer_prompt, units_for_context
 
-    def stale(key: tuple) -> bool:  # no record, or one without the requested evidence counts
+    def counted(q: BenchQuestion) -> bool:  # evidence counts asked for and possible for q
+        return tokens is not None and dataset != "updates" and bool(q.gold_turns)
+
+    def stale(q: BenchQuestion, key: tuple) -> bool:  # no record, or one without the requested evidence counts
         rec = results.records.get(key)
-        return rec is None or (tokens is not None and dataset != "updates" and bool(rec.get("metrics"))
-                               and (rec.get("evidence_tokenizer"), rec.get("evidence_context")) != (tokens[0], CONTEXT))
+        return rec is None or (counted(q) and (rec.get("evidence_tokenizer"), rec.get("evidence_context"))
+                               != (tokens[0], CONTEXT))
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
     encoded = False
@@ -389,7 +392,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
         todo = []
         for q in conv.questions:
             need_r = (spec.kind != "full_context" and eligible_for_retrieval(dataset, q)
-                      and stale(("retrieval", spec.key, q.qid)))
+                      and stale(q, ("retrieval", spec.key, q.qid)))
             need_qa = llm is not None and dataset not in RETRIEVAL_ONLY and not results.has("qa", spec.key, q.qid)
             if need_r or need_qa:
                 todo.append((q, need_r, need_qa))
@@ -416,7 +419,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 routing = {} if ranking is None or ranking.routing is None else {"routing": ranking.routing}
                 if need_r:
                     budget = {}
-                    if tokens is not None and dataset != "updates" and q.gold_turns:
+                    if counted(q):
                         budget = {"evidence_tokenizer": tokens[0], "evidence_context": CONTEXT,
                                   "evidence_tokens": evidence_tokens(
                             [u.sources for u in ranking.units], q.gold_turns,

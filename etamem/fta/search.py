@@ -319,5 +319,5 @@ def answer_fta(question: str, store, space: str, hits: list[Hit], config, llm, w
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))
 
 
-__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "fitted_packet", "packet_for", "place_neighbours",
-           "prepare_provisional", "provisional_turns", "provisional_units", "search_fta"]
+__all__ = ["PROVISIONAL", "PROVISIONAL_PREFIX", "Provisional", "answer_fta", "fitted_packet", "packet_for",
+           "place_neighbours", "prepare_provisional", "provisional_turns", "provisional_units", "search_fta"]
