@@ -68,6 +68,31 @@ def ladder(records: Mapping, keys: list[str], labels: Mapping[str, str], metric:
     return rows
 
 
+def qa_values(records: Mapping, system: str, metric: str, qids) -> dict[str, tuple[str, float]]:
+    """qid -> (space, value) over `system`'s answer records of `qids`: metric "judge" (1 / 0 by
+    the judge's verdict; answers without a verdict left out) or a record field such as "f1"."""
+    out = {}
+    for q in qids:
+        rec = records.get(("qa", system, q))
+        if rec is None:
+            continue
+        value = rec.get("correct") if metric == "judge" else rec.get(metric)
+        if value is not None:
+            out[q] = (rec["space"], float(value))
+    return out
+
+
+def qa_against(records: Mapping, systems, qids, baseline: str = "hybrid-turns",
+               metrics=("judge", "f1")) -> dict[str, dict[str, dict]]:
+    """system -> metric -> `paired(baseline, system)` over the answers both have; {} without the
+    baseline's answers."""
+    base = {m: qa_values(records, baseline, m, qids) for m in metrics}
+    if not any(base.values()):
+        return {}
+    return {s: {m: paired(base[m], qa_values(records, s, m, qids)) for m in metrics}
+            for s in systems if s != baseline and qa_values(records, s, metrics[0], qids)}
+
+
 def clustered(records: Mapping, system: str, metric: str) -> tuple[float, float] | None:
     """`system`'s 95% interval of `metric` over all questions, conversations resampled."""
     values = question_values(records, system, metric)

@@ -166,6 +166,7 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
             "categories": categories(dataset, convs), "systems": systems, "wall_s": wall_s, "work_s": work,
             "notes": notes, "main_metric": metric,
             "ladder": paired.ladder(records, steps, {s.key: s.label for s in specs}, metric) if steps else [],
+            "qa_paired": paired.qa_against(records, [s.key for s in specs], sorted(qids)),
             "sweep": [{"system": s.key, "field": s.overrides[0][0], "value": s.overrides[0][1]}
                       for s in specs if s.key.startswith("sweep:")]}
 
@@ -437,6 +438,17 @@ def clustered_table(summary: dict) -> list[str]:
         ["system", f"{metric} [questions]", "[conversations]"], rows)
 
 
+def qa_paired_table(summary: dict) -> list[str]:
+    head = ["system", "judge diff", "[95%] questions / clustered", "p", "up / down", "F1 diff",
+            "[95%] questions / clustered", "p", "up / down", "questions"]
+    rows = []
+    for key, cell in summary["qa_paired"].items():
+        judge, f1 = cell["judge"], cell["f1"]
+        rows.append([summary["systems"][key]["label"]] + paired.step_cell(judge) + paired.step_cell(f1)
+                    + [str(judge.get("questions", 0))])
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
 def markdown(summary: dict) -> str:
     st = summary["settings"]
     cfg = st["config"]
@@ -445,7 +457,9 @@ def markdown(summary: dict) -> str:
              + f". Wall time of this run: {summary['wall_s']:.1f} s; time spent on these results over all runs "
              f"(store builds + retrieval + answers, from the records): {summary['work_s']:.0f} s.", "",
              mode_line(st), "",
-             f"Settings: K (answer context, distinct turns) {st['qa_turns']}, beam B {cfg['beam_width']}, "
+             "Settings: " + (f"answer prompts of at most {st['context_tokens']} tokens"
+                             if st.get("context_tokens") else f"K (answer context, distinct turns) {st['qa_turns']}")
+             + f", beam B {cfg['beam_width']}, "
              f"beta {cfg['bm25_weight']}, pool {st['pool']}, extractor {cfg['extractor']}, text encoder "
              f"{cfg['text_encoder']}, affect {cfg['affect_backend']}, LLM {st['llm_model'] or 'none'}"
              + (f", judge {st['judge_model']}" if st["llm_model"] else "") + f", seed {cfg['seed']}.", ""]
@@ -475,11 +489,19 @@ def markdown(summary: dict) -> str:
                   "answer fallbacks: answers asked again with raw turns fused in because the first reply said the "
                   "memories lack the answer (as `Memory.answer`; ETAMem systems with the fallback on, when "
                   "retrieval had not fused raw turns already).", ""] + qa
+    if summary.get("qa_paired"):
+        lines += ["", "## Answers against flat hybrid, paired", "",
+                  "Each system minus flat hybrid (turns) on the questions both answered: judge accuracy and token "
+                  "F1 in points, 95% bootstrap interval over questions / clustered by conversation, sign-flip "
+                  "p-value over questions / conversations, questions up / down.", ""]
+        lines += qa_paired_table(summary)
     errors = error_table(summary)
     if errors:
         lines += ["", "## Error analysis", "",
                   "Judged answers by the evidence recall of their context (R: share of the gold evidence among the "
-                  f"first {st['qa_turns']} distinct source turns of the first answer's context; full context: 1) "
+                  + (f"turns of the first answer's context, cut at {st['context_tokens']} prompt tokens; "
+                     if st.get("context_tokens") else
+                     f"first {st['qa_turns']} distinct source turns of the first answer's context; ") + "full context: 1) "
                   "and verdict. Wrong with R=1: a reasoning error; wrong with R<1: a retrieval error.", ""] + errors
     lines += ["", "## Cost", "", "Build figures are per store (shared by every system on that store) and summed over "
               "the selected conversations; a store built by an earlier run keeps its recorded cost; stores built later "

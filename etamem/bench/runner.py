@@ -29,7 +29,7 @@ from typing import Any
 
 from etamem.bench.data import BenchConversation, BenchQuestion, load, select
 from etamem.bench.metrics import distinct, distinct_turns, evidence_recall, ndcg_any, recall_all, recall_any
-from etamem.bench.run_stores import Workbench, hits_to_units, peak_rss_mb
+from etamem.bench.run_stores import Workbench, peak_rss_mb
 from etamem.bench.systems import SystemSpec, resolve_systems, sweep_specs
 from etamem.config import Config
 from etamem.output import atomic_write
@@ -82,6 +82,8 @@ class BenchOptions:
     preset: str = "default"  # the Config preset the run starts from (etamem/presets.py); overrides on top
     sweep: list[str] | None = None  # "NAME=V1,V2,..." query-time values tried one system each (systems.sweep_specs)
     budget_tokenizer: str | None = None  # evidence within the reader's budget, counted by this tokenizer (budget.py)
+    context_tokens: int | None = None  # answer prompts cut to this many tokens of budget_tokenizer (qa_context.py)
+    sample: int = 0  # a seeded sample of this many questions, stratified by category (sample.py)
 
 
 class ResultLog:
@@ -157,7 +159,9 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
             "preset": opts.preset, "conversations": list(opts.conversations) if opts.conversations else None,
             "preset_differences": {k: list(v) for k, v in differences(cfg, {
                 **_preset_config(opts).to_dict(), "m_max_bounds": list(config.m_max_bounds)}).items()},
-            "judge_model": None if model is None else (opts.judge_model or model)}
+            "judge_model": None if model is None else (opts.judge_model or model),
+            "context_tokens": opts.context_tokens,
+            "context_tokenizer": opts.budget_tokenizer if opts.context_tokens else None}
 
 
 def _load(opts: BenchOptions) -> list[BenchConversation]:
@@ -272,14 +276,22 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     pool, qa_turns = _sizes(opts, config)
     if opts.budget is not None:  # route exactly K units (a search routes max(top_k, route_budget))
         config = config.replace(route_budget=opts.budget)
+    if opts.context_tokens is not None and (opts.context_tokens < 1 or not opts.budget_tokenizer):
+        raise ValueError("context_tokens: a positive number of tokens, counted with the reader's tokenizer "
+                         "(--tokenizer MODEL|PATH|estimate)")
     convs = select(_load(opts), limit=opts.limit, spaces=opts.conversations,
                    qids=opts.questions, per_conversation=opts.per_conversation)
+    if opts.sample:
+        from etamem.bench.sample import stratified
+
+        convs = stratified(convs, opts.sample, config.seed)
     out = Path(opts.out or Path("bench-results") / f"{opts.dataset}-{Path(opts.file).stem}")
     out.mkdir(parents=True, exist_ok=True)
     settings = _settings(opts, config, ks, pool, qa_turns)
     settings_path = out / "settings.json"
     if settings_path.exists():
-        old = {"mode": "pool", "budget": None, "roles": False, **json.loads(settings_path.read_text(encoding="utf-8"))}
+        old = {"mode": "pool", "budget": None, "roles": False, "context_tokens": None, "context_tokenizer": None,
+               **json.loads(settings_path.read_text(encoding="utf-8"))}
         if old != settings:
             if not opts.fresh:
                 diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
@@ -332,17 +344,22 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
 
         tokens = reader_counter(opts.budget_tokenizer)
         notes.append(f"Evidence within the reader's budget counted with {tokens[0]}.")
+    if opts.context_tokens:
+        notes.append(f"Answer prompts: at most {opts.context_tokens} tokens each (the whole prompt, counted with "
+                     f"{tokens[0]}), every system filling them in rank order, evidence first (bench/qa_context.py); "
+                     "full context is not cut.")
+    if opts.sample:
+        notes.append(f"Questions: a sample of {opts.sample} stratified by category (seed {config.seed}; "
+                     "bench/sample.py), nested: a smaller sample with the same seed is part of it.")
     bar = None
     if opts.progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(len(c.questions) for c in convs), unit="q", desc=f"bench {opts.dataset}")
+        bar = tqdm(total=sum(len(c.questions) for c in convs) * len(specs), unit="q", desc=f"bench {opts.dataset}")
     try:
         for conv in convs:
             _run_conversation(opts.dataset, conv, specs, wb, results, builds, llm, judge, ks, qa_turns, config,
-                              tokens)
-            if bar is not None:
-                bar.update(len(conv.questions))
+                              tokens, opts.context_tokens, bar)
             log.info("%s: done", conv.space)
     finally:
         if bar is not None:
@@ -372,14 +389,20 @@ def write_reports(out: Path, summary: dict, *, plots: bool = True) -> list[Path]
 
 def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemSpec], wb: Workbench,
                       results: ResultLog, builds: ResultLog, llm, judge, ks, qa_turns: int, config: Config,
-                      tokens=None) -> None:
+                      tokens=None, context_tokens: int | None = None, bar=None) -> None:
     """Rank (and answer) the conversation's questions with each system; `tokens`: (tokenizer
-    identity, count) to record each gold turn's tokens to reach the reader (budget.py)."""
+    identity, count) to record each gold turn's tokens to reach the reader (budget.py);
+    `context_tokens`: every answer prompt cut to that many tokens of `tokens` (qa_context.py);
+    `bar`: a progress bar advanced once per (system, question)."""
     from etamem.bench.budget import CONTEXT, context_text, evidence_tokens
-    from etamem.bench.qa import answer_and_judge, answer_prompt, units_for_context
+    from etamem.bench.qa import answer_and_judge
+    from etamem.bench.qa_context import qa_context
 
     def counted(q: BenchQuestion) -> bool:  # evidence counts asked for and possible for q
         return tokens is not None and dataset != "updates" and bool(q.gold_turns)
+
+    def shown(units) -> int:  # distinct turns an answer context holds: all of them under a token budget
+        return len(distinct(t for u in units or [] for t in u.sources)) if context_tokens else qa_turns
 
     def stale(q: BenchQuestion, key: tuple) -> bool:  # no record, or one without the requested evidence counts
         rec = results.records.get(key)
@@ -396,6 +419,8 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
             need_qa = llm is not None and dataset not in RETRIEVAL_ONLY and not results.has("qa", spec.key, q.qid)
             if need_r or need_qa:
                 todo.append((q, need_r, need_qa))
+        if bar is not None:
+            bar.update(len(conv.questions) - len(todo))
         if not todo:
             continue
         for construction in spec.constructions:
@@ -430,51 +455,19 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                                  "metrics": retrieval_metrics(dataset, conv, q, ranking.units, ks, qa_turns, session_of),
                                  "peak_rss_mb": peak_rss_mb(), **routing, **budget})
                 if need_qa:
-                    units, retry = None, None
-                    if ranking is None:
-                        prompt = answer_prompt(dataset, q, conversation=turns, tz=config.default_timezone)
-                    else:
-                        units = units_for_context(ranking.units, qa_turns)
-                        chosen = set(units)
-                        hits = [h for h, u in zip(ranking.hits, ranking.units) if u in chosen]
-                        if spec.kind == "fta":  # the method's own packet and prompt
-                            from etamem.fta.packet import answer_prompt as fta_prompt
-
-                            prompt = fta_prompt(q.question, wb.fta_packet(spec, conv.space, hits),
-                                                question_date=_question_date(q, config.default_timezone), style=dataset)
-                        else:
-                            prompt = answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
-                                                   memory_lines=config.answer_memory_lines,
-                                                   time_summaries=wb.time_summaries(spec, conv.space, hits))
-                        if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
-                            retry = _retry_prompt(wb, dataset, spec, conv, q, hits, turn_map, config)
-                    rec = answer_and_judge(prompt, q, llm, judge, retry)
+                    qc = qa_context(wb, dataset, spec, conv, q, ranking, turns, turn_map, config, qa_turns,
+                                    context_tokens, tokens[1] if context_tokens else None)
+                    units = qc.units
+                    rec = answer_and_judge(qc.prompt, q, llm, judge, qc.retry)
+                    if context_tokens:
+                        rec |= {"context_budget": context_tokens, "context_prompt_tokens": qc.tokens,
+                                "context_units": None if units is None else len(units)}
                     results.add({"type": "qa", "system": spec.key, "qid": q.qid, "space": conv.space,
                                  "category": q.category, "abstention": q.abstention,
-                                 "evidence_recall": context_recall(conv, q, units, qa_turns, session_of), **rec, **routing})
-
-
-def _question_date(q: BenchQuestion, tz: str):
-    """The question's date as a datetime (None when absent or unreadable)."""
-    from etamem.ingest.timeparse import parse_timestamp
-
-    try:
-        return parse_timestamp(q.now, tz) if q.now else None
-    except ValueError:
-        return None
-
-
-def _retry_prompt(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConversation, q: BenchQuestion,
-                  hits, turn_map, config: Config):
-    """The answer-time fallback of `Memory.answer`: a prompt over `hits` with raw turns fused in."""
-    from etamem.bench.qa import answer_prompt
-
-    def build() -> str:
-        fused = wb.with_raw_turns(spec, conv, q, hits)
-        return answer_prompt(dataset, q, units=hits_to_units(fused), turns=turn_map, tz=config.default_timezone,
-                             memory_lines=config.answer_memory_lines,
-                             time_summaries=wb.time_summaries(spec, conv.space, fused))
-    return build
+                                 "evidence_recall": context_recall(conv, q, units, shown(units), session_of),
+                                 **rec, **routing})
+            if bar is not None:
+                bar.update(1)
 
 
 __all__ = ["BenchOptions", "run", "ResultLog", "retrieval_metrics", "context_recall"]

@@ -103,6 +103,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evidence within the reader's budget: count each evidence turn's tokens to the reader with "
                    "this tokenizer (a known model such as qwen-0.5b, a .gguf path, or estimate) and report the share "
                    "within 500 / 1,000 / 2,000 tokens (docs/benchmarks.md)")
+    p.add_argument("--context-tokens", type=int, default=None, metavar="T",
+                   help="answers: every system's answer prompt cut to T tokens (the whole prompt, counted with "
+                   "--tokenizer), filled in rank order, evidence first (docs/benchmarks.md, 'Answers with a local "
+                   "reader'); default: --qa-turns distinct turns, no token cut")
+    p.add_argument("--sample", type=int, default=0, metavar="N",
+                   help="a seeded sample of N questions over the selected conversations, stratified by category "
+                   "(--seed; a smaller N with the same seed gives a subset)")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--fresh", action="store_true", help="discard results in --out made with other settings")
@@ -129,7 +136,8 @@ def options_from_args(args):
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
                         roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split,
-                        preset=args.preset, sweep=args.sweep, budget_tokenizer=args.tokenizer)
+                        preset=args.preset, sweep=args.sweep, budget_tokenizer=args.tokenizer,
+                        context_tokens=args.context_tokens, sample=args.sample)
 
 
 def cmd_bench(args) -> int:
