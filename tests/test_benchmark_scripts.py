@@ -1,9 +1,12 @@
 """Benchmark scripts: the routing-miss benchmark's counting (benchmarks/routing_misses.py) on data
 where the answer is known and its LoCoMo AMU list; the construction benchmark's target verdicts
 and its --breakdown timers."""
+import json
 import math
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ is not installed
 
@@ -323,3 +326,27 @@ def test_paired_interval_against_a_brute_force_bootstrap(tmp_path):
     assert got["difference"] == pytest.approx(diff.mean())
     assert (got["low"], got["high"]) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)))
     assert (got["up"], got["down"]) == (int((diff > 0).sum()), int((diff < 0).sum()))
+
+
+# --- the judge check (benchmarks/judge_check.py) ---------------------------------------------
+def test_judge_check_agreement_and_a_stable_sample(tmp_path):
+    from benchmarks.judge_check import agreement, judged, main, sample
+
+    out = agreement([True, True, False, False], [True, False, False, False])
+    # by hand: p_o = 3/4, p_e = 1/2 * 1/4 + 1/2 * 3/4 = 1/2, kappa = (3/4 - 1/2) / (1 - 1/2)
+    assert out["agreement"] == 0.75 and out["kappa"] == pytest.approx(0.5)
+    assert (out["judge_correct_hand_wrong"], out["judge_wrong_hand_correct"]) == (1, 0)
+    lines = [{"type": "qa", "system": s, "qid": f"c:q{i}", "space": "c", "correct": i % 3 != 0, "gold": "g",
+              "prediction": "p"} for s in ("etamem", "hybrid-turns") for i in range(30)]
+    lines.append({"type": "qa", "system": "etamem", "qid": "c:q99", "space": "c", "correct": None})  # no verdict
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(json.dumps(x) for x in lines) + "\n{cut")
+    records = judged(results)
+    assert len(records) == 60
+    first = sample(records, 10, seed=1)
+    assert len(set(first)) == 10 and sample(records, 20, seed=1)[:10] == first  # nested
+    fewer = {k: v for k, v in records.items() if k != first[-1]}
+    assert sample(fewer, 9, seed=1) == first[:-1]  # a record more or less does not reshuffle the rest
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"labels": {k: records[k]["correct"] for k in first}}))
+    assert main(["agree", str(results), "--labels", str(labels)])["agreement"] == 1.0
