@@ -255,3 +255,24 @@ def test_cli_updates(tmp_path):
         options_from_args(p.parse_args(["prefeval"]))
     with pytest.raises(ValueError, match="file: required for locomo"):
         run(BenchOptions("locomo", out=str(tmp_path / "o")))
+
+
+def test_a_shortened_filler(tmp_path):
+    """--filler-chats / --filler-turns: fewer chats, each cut to its first messages, in a space
+    of its own (a shared --stores never serves the whole-filler memory for it)."""
+    filler = write_filler(tmp_path / "prefeval", CHATS + [[("user", f"Question {i}?"), ("assistant", "Answer.")]
+                                                          for i in range(5)])
+    whole = load_updates(None, str(filler))
+    short = load_updates(None, str(filler), filler_chats=1, filler_turns=1)
+    assert [c.space for c in short] == [f"updates-dev-c1t1-{i}" for i in range(1, len(whole) + 1)]
+    for w, s in zip(whole, short):
+        chats = [t for t in s.turns if t["session_id"].startswith("chat-")]
+        assert len(chats) == 1 and chats[0]["turn_id"].endswith(":1")
+        facts = lambda c: [(t["turn_id"], t["text"]) for t in c.turns if t["session_id"].startswith("upd-")]  # noqa: E731
+        assert facts(s) == facts(w) and [q.qid for q in s.questions] == [q.qid for q in w.questions]
+        assert len([t for t in w.turns if t["session_id"].startswith("chat-")]) > 1
+    assert [c.space for c in load_updates(None, str(filler), filler_chats=6)] == [c.space for c in whole]  # the default
+    with pytest.raises(ValueError, match="filler_turns"):
+        load_updates(None, str(filler), filler_turns=-1)
+    with pytest.raises(ValueError, match="apply to updates only"):
+        load("locomo", "x.json", filler_chats=2)

@@ -59,17 +59,19 @@ def _longmemeval_question(conv) -> BenchConversation:
 
 
 def load(dataset: str, path: str | None, *, locomo: str | None = None, filler: str | None = None,
-         split: str | None = None) -> list[BenchConversation]:
+         split: str | None = None, filler_chats: int | None = None,
+         filler_turns: int | None = None) -> list[BenchConversation]:
     """The dataset's items; `locomo`: the LoCoMo file LoCoMo-Plus items are stitched into;
-    `filler` / `split`: updates only (etamem/bench/updates.py; `path` None: the shipped scenarios)."""
+    `filler` / `split` / `filler_chats` / `filler_turns`: updates only (etamem/bench/updates.py;
+    `path` None: the shipped scenarios)."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset: expected one of {DATASETS}, got {dataset!r}")
     if dataset == "updates":
         from etamem.bench.updates import load_updates
 
-        return load_updates(path, filler, split)
-    if filler or split:
-        raise ValueError(f"--filler and --split apply to updates only, not {dataset}")
+        return load_updates(path, filler, split, filler_chats=filler_chats, filler_turns=filler_turns)
+    if filler or split or filler_chats is not None or filler_turns is not None:
+        raise ValueError(f"--filler, --split, --filler-chats and --filler-turns apply to updates only, not {dataset}")
     if not path:
         raise ValueError(f"file: required for {dataset} (the official file)")
     if dataset == "locomo-plus":  # etamem/bench/locomo_plus.py

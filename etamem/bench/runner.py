@@ -79,6 +79,8 @@ class BenchOptions:
     locomo: str | None = None  # LoCoMo-Plus: the LoCoMo file its cues are stitched into
     filler: str | None = None  # updates: PrefEval's directory or filtered_inter_turns.json
     split: str | None = None  # updates: dev (default), test or all
+    filler_chats: int | None = None  # updates: filler chats per memory (default updates.FILLER_CHATS)
+    filler_turns: int | None = None  # updates: each filler chat cut to its first N messages (default whole)
     preset: str = "default"  # the Config preset the run starts from (etamem/presets.py); overrides on top
     sweep: list[str] | None = None  # "NAME=V1,V2,..." query-time values tried one system each (systems.sweep_specs)
     budget_tokenizer: str | None = None  # evidence within the reader's budget, counted by this tokenizer (budget.py)
@@ -152,7 +154,8 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
         from etamem.bench.updates import is_longmemeval
 
         extra = {"filler": str(Path(opts.filler).resolve()) if opts.filler else None,
-                 "split": None if is_longmemeval(opts.file) else opts.split or "dev"}
+                 "split": None if is_longmemeval(opts.file) else opts.split or "dev",
+                 "filler_chats": opts.filler_chats, "filler_turns": opts.filler_turns}
     return {**extra, "dataset": opts.dataset, "file": str(Path(opts.file).resolve()), "ks": list(ks), "pool": pool,
             "mode": "budget" if opts.budget else "pool", "budget": opts.budget,
             "qa_turns": qa_turns, "roles": opts.roles, "config": cfg, "llm_model": model,
@@ -168,7 +171,8 @@ def _load(opts: BenchOptions) -> list[BenchConversation]:
     if opts.locomo and opts.dataset != "locomo-plus":
         raise ValueError(f"--locomo applies to locomo-plus only, not {opts.dataset}")
     if not opts.roles:
-        return load(opts.dataset, opts.file, locomo=opts.locomo, filler=opts.filler, split=opts.split)
+        return load(opts.dataset, opts.file, locomo=opts.locomo, filler=opts.filler, split=opts.split,
+                    filler_chats=opts.filler_chats, filler_turns=opts.filler_turns)
     if opts.dataset != "locomo":
         raise ValueError(f"--roles applies to locomo only (the speakers of {opts.dataset} are already roles)")
     from etamem.bench.roles import load_locomo_roles
@@ -291,6 +295,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     settings_path = out / "settings.json"
     if settings_path.exists():
         old = {"mode": "pool", "budget": None, "roles": False, "context_tokens": None, "context_tokenizer": None,
+               **({"filler_chats": None, "filler_turns": None} if opts.dataset == "updates" else {}),
                **json.loads(settings_path.read_text(encoding="utf-8"))}
         if old != settings:
             if not opts.fresh:

@@ -14,7 +14,7 @@ A LongMemEval-format FILE is recognised instead: its `knowledge-update` question
 each (their own haystack); the current evidence is the `has_answer` turns of the latest dated
 answer session, the stale evidence those of the earlier answer sessions; no past question.
 
-Ids: spaces `updates-<split>-<g>`, sessions `upd-<id>-old` / `upd-<id>-new` (turns
+Ids: spaces `updates-<split>-<g>` (`updates-<split>-c<chats>t<turns>-<g>` with a shortened filler), sessions `upd-<id>-old` / `upd-<id>-new` (turns
 `upd-<id>:old` / `upd-<id>:new`, replies `...-reply`) and `chat-<n>` (turns `chat-<n>:<k>`,
 n the chat's 1-based place in the filler file), questions `upd-<id>:now` / `upd-<id>:past`;
 categories `now:<kind>` / `past:<kind>` (LongMemEval: `now:knowledge-update`).
@@ -145,9 +145,15 @@ def _stamp(t: datetime) -> str:
 
 
 def memory(scenarios: Sequence[Scenario], chats: list[list[tuple[str, str]]], space: str,
-           seed: int = 0) -> BenchConversation:
-    """One memory: a seeded subset of the chats and each scenario's old and new session."""
+           seed: int = 0, filler_chats: int = FILLER_CHATS, filler_turns: int = 0) -> BenchConversation:
+    """One memory: a seeded subset of `filler_chats` chats (each cut to its first `filler_turns`
+    messages; 0: whole) and each scenario's old and new session. A shortened memory has the same
+    fact sessions on the same days, in a space of its own (`<space>` with `c<chats>t<turns>-`
+    before its number: a shared --stores never serves the whole memory for it)."""
     rng = random.Random(f"updates:{seed}:{space}")
+    if (filler_chats, filler_turns) != (FILLER_CHATS, 0):
+        head, _, number = space.rpartition("-")
+        space = f"{head}-c{filler_chats}t{filler_turns}-{number}"
     Session = tuple[datetime, int, str, list[tuple[str, str, str]]]  # (start, order, id, [(turn id, role, text)])
     sessions: list[Session] = []
 
@@ -162,14 +168,15 @@ def memory(scenarios: Sequence[Scenario], chats: list[list[tuple[str, str]]], sp
             sessions.append((at(day), len(sessions), f"upd-{s.id}-{part}",
                              [(f"upd-{s.id}:{part}", "user", text), (f"upd-{s.id}:{part}-reply", "assistant",
                                                                       rng.choice(REPLIES))]))
-    picked = sorted(rng.sample(range(len(chats)), min(FILLER_CHATS, len(chats))))
+    picked = sorted(rng.sample(range(len(chats)), min(filler_chats, len(chats))))
     last = max(taken, default=0)
     free = [d for d in range(last + 1) if d not in taken]  # a chat's day has no fact session
     free += range(last + 1, last + 1 + max(0, len(picked) - len(free)))
     days = sorted(rng.sample(free, len(picked)))
     for n, day in zip(picked, days):
         sessions.append((at(day), len(sessions), f"chat-{n + 1}",
-                         [(f"chat-{n + 1}:{k}", role, text) for k, (role, text) in enumerate(chats[n], 1)]))
+                         [(f"chat-{n + 1}:{k}", role, text)
+                          for k, (role, text) in enumerate(chats[n][:filler_turns or None], 1)]))
     sessions.sort()
     turns: list[dict[str, Any]] = []
     clock = START - timedelta(minutes=1)
@@ -230,11 +237,17 @@ def load_longmemeval_updates(path: str | Path) -> list[BenchConversation]:
 
 
 def load_updates(path: str | Path | None = None, filler: str | Path | None = None, split: str | None = None,
-                 seed: int = 0) -> list[BenchConversation]:
+                 seed: int = 0, filler_chats: int | None = None, filler_turns: int | None = None
+                 ) -> list[BenchConversation]:
     """The memories of a scenarios file (default: the shipped one) with `filler` chats, for
     `split` (dev by default; test, all), or the knowledge-update questions of a LongMemEval file
-    (no filler needed, no split)."""
+    (no filler needed, no split). `filler_chats` chats per memory (default `FILLER_CHATS`), each
+    cut to its first `filler_turns` messages (default: whole): a shorter memory for runs that
+    classify every write with an LLM."""
     split = split or "dev"
+    for name, value in (("filler_chats", filler_chats), ("filler_turns", filler_turns)):
+        if value is not None and value < 0:
+            raise ValueError(f"{name}: expected 0 or more, got {value}")
     if split not in SPLITS:
         raise ValueError(f"--split: expected one of {', '.join(SPLITS)}, got {split!r}")
     path = path or shipped_scenarios()
@@ -244,7 +257,8 @@ def load_updates(path: str | Path | None = None, filler: str | Path | None = Non
     if not scenarios:
         raise ValueError(f"{path}: no scenario in the {split} split")
     chats = read_filler(filler)
-    return [memory(g, chats, f"updates-{split}-{i}", seed) for i, g in enumerate(group(scenarios, seed), 1)]
+    size = {"filler_chats": FILLER_CHATS if filler_chats is None else filler_chats, "filler_turns": filler_turns or 0}
+    return [memory(g, chats, f"updates-{split}-{i}", seed, **size) for i, g in enumerate(group(scenarios, seed), 1)]
 
 
 def _first(ranked: Sequence[str], turns: Sequence[str]) -> int | None:

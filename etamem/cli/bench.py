@@ -61,6 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filler", default=None, metavar="PATH",
                    help="updates: PrefEval's directory or its filtered_inter_turns.json, the real chats placed "
                    "between the facts (required for scenarios)")
+    p.add_argument("--filler-chats", type=int, default=None, metavar="N",
+                   help="updates: filler chats per memory (default 6)")
+    p.add_argument("--filler-turns", type=int, default=None, metavar="N",
+                   help="updates: each filler chat cut to its first N messages (default: whole); with --filler-chats, "
+                   "a memory short enough for a run that classifies every write with a local LLM")
     p.add_argument("--split", choices=["dev", "test", "all"], default=None,
                    help="updates: the scenarios' split (default dev; test is kept apart for the final evaluation)")
     p.add_argument("--locomo", default=None, metavar="LOCOMO_FILE",
@@ -136,6 +141,7 @@ def options_from_args(args):
                         questions=args.questions, per_conversation=args.per_conversation, seed=args.seed,
                         stores=args.stores, progress=args.progress, plots=not args.no_plots, fresh=args.fresh,
                         roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split,
+                        filler_chats=args.filler_chats, filler_turns=args.filler_turns,
                         preset=args.preset, sweep=args.sweep, budget_tokenizer=args.tokenizer,
                         context_tokens=args.context_tokens, sample=args.sample)
 
