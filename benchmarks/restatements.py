@@ -2,10 +2,11 @@
 encoder, offline.
 
     python -m benchmarks.restatements [--split tune|holdout|all] [--filler PATH] [--out FILE.json]
-                                      [--set KEY=VALUE ...]
+                                      [--set KEY=VALUE ...] [--data FILE --split NAME]
 
 Data: `tests/data/restatements.json` (written for this; the `holdout` third was not used to tune
-the rules). Reported per split:
+the rules); `--data tests/data/lookalikes_holdout2.json --split holdout2`: 30 more look-alike pairs
+written blind later (no repeats in it). Reported per split:
 - repeats: one user says each of 20 facts once and restates it three times (markers, other
   wording), a week apart, the facts interleaved (with `--filler`, PrefEval's real chats between
   the sessions); `units_per_fact` (active units drawn from a fact's turns; 1.0 is one unit per
@@ -60,6 +61,9 @@ def _superseded(mem, space: str, ids: set[str]) -> int:
 
 def repeats(facts: list[dict], models, root: Path, settings: dict, filler: list[list[dict]]) -> dict:
     """The repeats measurement of the module docstring over `facts`."""
+    if not facts:
+        return {"facts": 0, "statements": 0, "units": 0, "units_per_fact": None, "facts_with_one_unit": 0,
+                "top5_copies_max": None, "superseded": 0, "split_facts": [], "most_copies_fact": None}
     mem = _memory(root / "repeats", models, settings)
     owner: dict[str, int] = {}
     for k in range(max(len(f["statements"]) for f in facts)):
@@ -121,22 +125,26 @@ def main(argv=None) -> None:
     from etamem.config import parse_overrides
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("tune", "holdout", "all"), default="tune")
+    ap.add_argument("--split", default="tune", help="a split of the data file (tune, holdout, ...) or all")
+    ap.add_argument("--data", default=str(DATA), help="the data file (default tests/data/restatements.json)")
     ap.add_argument("--filler", help="PrefEval's directory or filtered_inter_turns.json (real chats between sessions)")
     ap.add_argument("--out", help="results JSON (default: print only)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a Config value")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     settings = parse_overrides(args.set)
-    data = json.loads(DATA.read_text(encoding="utf-8"))
-    splits = ("tune", "holdout") if args.split == "all" else (args.split,)
+    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    known = sorted({x["split"] for x in data.get("facts", []) + data["lookalikes"]})
+    if args.split != "all" and args.split not in known:
+        ap.error(f"--split: {args.split!r} is not in {args.data} (its splits: {', '.join(known)})")
+    splits = tuple(known) if args.split == "all" else (args.split,)
     base = Memory()
     models = (base.text_encoder, base.affect_tagger)
     filler = _filler(args.filler, 8)
     results: dict = {"settings": settings, "filler_chats": len(filler), "splits": {}}
     rows = []
     for split in splits:
-        facts = [f for f in data["facts"] if f["split"] == split]
+        facts = [f for f in data.get("facts", []) if f["split"] == split]
         pairs = [p for p in data["lookalikes"] if p["split"] == split]
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="restate-") as tmp:

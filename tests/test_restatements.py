@@ -181,3 +181,22 @@ def test_restatements_config(minilm):
     mem = memory(minilm, restatements="llm")
     with pytest.raises(ValueError, match="restatements='llm' needs an LLM"):
         mem.add(turn("a", "I'm vegan.", 0), space="u")
+
+
+def test_look_alike_rules_for_another_thing_and_another_period():
+    """`distinct_facts(new, old)`: a thing after "new" that the older statement lacks, another
+    noun after a shared modifier, relative periods as times; the changes of the update sets
+    that look alike stay changes (each seen failing without its rule)."""
+    from etamem.facts.lookalikes import distinct_facts, other_head
+
+    assert distinct_facts("I bought a new laptop bag.", "I bought a new laptop.")
+    assert distinct_facts("I read 20 books this year.", "I read 12 books last year.")
+    assert distinct_facts("I paid 15 dollars for the concert parking.", "I paid 50 dollars for the concert tickets.")
+    assert other_head("I fixed my garden shed.", "I fixed my garden fence.")
+    # changes, not look-alikes: "new" of the same slot, a verb's other object, a change word
+    assert not distinct_facts("We got a new manager, Tom, after Priya left the company.",
+                              "My manager is Priya, she's super supportive.")
+    assert not distinct_facts("my nutritionist has me eating porridge with berries every morning at 7",
+                              "I never eat breakfast, just black coffee until lunch")
+    assert not other_head("my nutritionist has me eating porridge", "I never eat breakfast")
+    assert not distinct_facts("I moved to Porto last month.", "I live in Lisbon this year.")

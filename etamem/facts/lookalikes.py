@@ -20,7 +20,10 @@ other's classifier (rules, slots or LLM):
   recurring time the older lacks ("9 hours a night on weekends"), or both name the same
   recurring time for two things ("tennis on Wednesday evenings" / "squash on ...");
 - another object: one adds a noun right after a word both share where the other ends its
-  phrase ("phone case" / "phone.", "bike helmet" / "bike.").
+  phrase ("phone case" / "phone.", "bike helmet" / "bike."; "new" as its only change word is the
+  thing's adjective: "a new laptop" / "a new laptop bag"); or, without a change word, the same
+  modifier heads two different nouns ("concert tickets" / "concert parking");
+- relative periods count as times ("last year" / "this year").
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ import re
 from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE
 
 _TIME = re.compile(
-    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"\b(?:(?:last|this|next) (?:year|month|week|summer|winter|spring|autumn|fall|season|semester|term)"
+    r"|yesterday|today|tomorrow|tonight|january|february|march|april|may|june|july|august|september|october|november|december"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening"
     r"|night|(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))s?\b", re.IGNORECASE)
 _RECURRING = re.compile(r"\b(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends|weekdays"
@@ -40,6 +44,8 @@ _PAREN = re.compile(r"\([^)]*\)")  # the resolved dates the extractor adds
 # a change said without the rules' change words (as `etamem.facts.slots.SLOT_CHANGE`)
 _CHANGED = re.compile(r"\b(?:since|starting|from (?:now|next|then)|pushed|moved|changed|new|anymore|no longer"
                       r"|instead|not .{0,20} but|again|these days|lately)\b", re.IGNORECASE)
+_NEW = re.compile(r"\bnew\b", re.IGNORECASE)
+_DETERMINERS = {"the", "a", "an", "my", "our", "your", "his", "her", "their", "this", "that", "these", "those"}
 _SUBJECT_PERSON = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
                              r"(husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
@@ -75,25 +81,74 @@ def _holder(text: str) -> str | None:
     return None if who in _PARTNER and _USER.search(text[m.end():]) else who
 
 
+def _toks(t: str) -> list[str]:
+    """Stems of `t`'s words, "" for a stopword, punctuation kept (phrase ends)."""
+    from etamem.extraction.stems import STOPWORDS, stem
+
+    return [w if not w[0].isalpha() else ("" if w.lower() in STOPWORDS else stem(w))
+            for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
+
+
+def _word(w: str) -> bool:
+    return bool(w) and w[0].isalpha()
+
+
+def _heads(places: bool = True) -> set[str]:
+    """Heads that name a kind rather than a thing ("vegan diet"), with `places` the kinds of place
+    a name already names ("St Mary's hospital")."""
+    from etamem.extraction.stems import GENERIC_WORDS
+
+    return GENERIC_WORDS | (_PLACE_HEADS if places else set()) | {"diet", "music", "food", "lover", "fan", "person",
+                                                                  "lifestyle", "type"}
+
+
 def added_object(a: str, b: str) -> bool:
     """`a` names another thing than `b`: a noun right after a content word both share, where
     `b` ends its phrase at that word ("phone case" / "phone.", "bike helmet" / "bike.")."""
-    from etamem.extraction.stems import GENERIC_WORDS, STOPWORDS, stem
-
-    def toks(t: str) -> list[str]:
-        return [w if not w[0].isalpha() else ("" if w.lower() in STOPWORDS else stem(w))
-                for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
-
-    ta, tb = toks(a), toks(b)
-    ends_b = {w for i, w in enumerate(tb) if w and w[0].isalpha()
-              and (i + 1 == len(tb) or not tb[i + 1] or not tb[i + 1][0].isalpha())}
-    shared = ({w for w in ta if w and w[0].isalpha()} & {w for w in tb if w and w[0].isalpha()}) - {"user"}
-    heads = GENERIC_WORDS | _PLACE_HEADS | {"diet", "music", "food", "lover", "fan", "person", "lifestyle", "type"}
+    ta, tb = _toks(a), _toks(b)
+    ends_b = {w for i, w in enumerate(tb) if _word(w) and (i + 1 == len(tb) or not _word(tb[i + 1]))}
+    shared = ({w for w in ta if _word(w)} & {w for w in tb if _word(w)}) - {"user"}
+    heads = _heads()
     for prev, w in zip(ta, ta[1:]):
-        if prev in shared and prev in ends_b and w and w[0].isalpha() and w not in shared and w not in heads \
-                and len(w) > 2:
+        if prev in shared and prev in ends_b and _word(w) and w not in shared and w not in heads and len(w) > 2:
             return True
     return False
+
+
+def other_head(a: str, b: str) -> bool:
+    """The same modifier, after a determiner, before two different nouns each missing from the
+    other statement, the phrase ending there on both sides ("the concert tickets." / "the
+    concert parking.", "my garden fence" / "my garden shed"): two things, not one thing's new
+    value. A verb's other object ("I eat breakfast" / "eating porridge") is not one."""
+    from etamem.extraction.stems import STOPWORDS, stem
+
+    def words(t: str) -> list[str]:
+        return [w.lower() for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
+
+    wa, wb = words(a), words(b)
+    content = lambda ws: {stem(w) for w in ws if _word(w) and w not in STOPWORDS}  # noqa: E731
+    shared = (content(wa) & content(wb)) - {"user"}
+    heads = _heads(places=False)  # "concert parking" / "concert tickets", "Lisbon office" / "Lisbon airport"
+
+    def after(ws: list[str]) -> dict[str, str]:  # shared modifier -> the unshared noun ending its phrase
+        out = {}
+        for i in range(1, len(ws) - 1):
+            mod, noun = stem(ws[i]), ws[i + 1]
+            end = i + 2 == len(ws) or not _word(ws[i + 2]) or ws[i + 2] in STOPWORDS
+            if ws[i - 1] in _DETERMINERS and mod in shared and _word(noun) and noun not in STOPWORDS and end \
+                    and stem(noun) not in shared and stem(noun) not in heads and len(noun) > 2:
+                out[mod] = stem(noun)
+        return out
+
+    na, nb = after(wa), after(wb)
+    return any(w in nb and nb[w] != na[w] for w in na)
+
+
+def _new_thing(new: str, old: str) -> bool:
+    """`new`'s "new" is the adjective of another thing than `old`'s: "a new laptop bag" after "a
+    new laptop." (not "a new manager, Tom" after "my manager is Priya")."""
+    m = re.search(r"\bnew\s+([\w'-]+\s+[\w'-]+)", new, re.IGNORECASE)
+    return m is not None and added_object(m.group(1), old)
 
 
 _OWN_SUBJECT = re.compile(r"^\W*(?:my|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
@@ -132,7 +187,10 @@ def distinct_facts(new: str, old: str) -> bool:
     if _holder(t_new) != _holder(t_old):
         return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
     if changed(t_new):
-        return False
+        if changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old):
+            return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag"
+    if other_head(t_new, t_old):
+        return True
     when_new, when_old = _times(t_new), _times(t_old)
     recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
     same_thing = _own_subject(t_new) is not None and _own_subject(t_new) == _own_subject(t_old)
@@ -149,4 +207,4 @@ def distinct_facts(new: str, old: str) -> bool:
     return added_object(t_new, t_old) or added_object(t_old, t_new)
 
 
-__all__ = ["added_object", "changed", "distinct_facts"]
+__all__ = ["added_object", "changed", "distinct_facts", "other_head"]
