@@ -350,3 +350,24 @@ def test_judge_check_agreement_and_a_stable_sample(tmp_path):
     labels = tmp_path / "labels.json"
     labels.write_text(json.dumps({"labels": {k: records[k]["correct"] for k in first}}))
     assert main(["agree", str(results), "--labels", str(labels)])["agreement"] == 1.0
+
+
+def test_strip_results_keeps_the_numbers_and_the_keys_a_rerun_skips(tmp_path):
+    from benchmarks.strip_results import main as strip_main
+    from etamem.bench.runner import ResultLog
+
+    recs = [{"type": "build", "construction": "amu", "space": "c", "wall_s": 1.0},
+            {"type": "retrieval", "system": "etamem", "qid": "c:q1", "space": "c", "metrics": {"recall@20": 1.0}},
+            {"type": "qa", "system": "etamem", "qid": "c:q1", "space": "c", "prediction": "Paris", "gold": "Paris",
+             "first_prediction": "Not mentioned.", "correct": True, "f1": 1.0}]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"cut')
+    (run_dir / "settings.json").write_text('{"dataset": "locomo"}')
+    out = tmp_path / "kept" / "results.jsonl"
+    assert strip_main([str(run_dir / "results.jsonl"), str(out)]) == 0
+    kept = ResultLog(out)
+    assert set(kept.records) == set(ResultLog(run_dir / "results.jsonl").records)  # a rerun skips the same items
+    qa = kept.records[("qa", "etamem", "c:q1")]
+    assert qa["correct"] is True and qa["f1"] == 1.0 and not {"prediction", "gold", "first_prediction"} & set(qa)
+    assert "Paris" not in out.read_text() and (out.parent / "settings.json").exists()
