@@ -200,3 +200,18 @@ def test_look_alike_rules_for_another_thing_and_another_period():
                               "I never eat breakfast, just black coffee until lunch")
     assert not other_head("my nutritionist has me eating porridge", "I never eat breakfast")
     assert not distinct_facts("I moved to Porto last month.", "I live in Lisbon this year.")
+
+
+def test_another_persons_fact_is_not_a_repeat_of_the_speakers():
+    """An in-law is not the relative ("sister-in-law" / "sister"); a partner's fact without the
+    speaker in it is the partner's (both merged before, on the second blind look-alike set)."""
+    from etamem.facts.lookalikes import statement_holder
+    from etamem.facts.supersession import holder
+
+    assert holder("My sister-in-law works as a nurse in Bristol.") == "sister-in-law"
+    assert statement_holder("The user's girlfriend is learning Japanese on Duolingo.") == "girlfriend"
+    assert statement_holder("My girlfriend and I moved to Porto.") is None  # the couple's
+    assert not is_restatement("The user's sister-in-law works as a nurse in Bristol.",
+                              "The user's sister works as a nurse in Bristol.", 0.95)
+    assert not is_restatement("The user's girlfriend is learning Japanese on Duolingo.",
+                              "The user is learning Japanese on Duolingo.", 0.92)

@@ -47,10 +47,10 @@ _CHANGED = re.compile(r"\b(?:since|starting|from (?:now|next|then)|pushed|moved|
 _NEW = re.compile(r"\bnew\b", re.IGNORECASE)
 _DETERMINERS = {"the", "a", "an", "my", "our", "your", "his", "her", "their", "this", "that", "these", "those"}
 _SUBJECT_PERSON = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
-                             r"(husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
+                             r"((?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
                              r"|grandfather|kid|kids|child|children|parents|roommate|neighbou?r|colleague"
-                             r"|coworker|boss)\b", re.IGNORECASE)
+                             r"|coworker|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)
 
 
 def _times(text: str) -> frozenset[str]:
@@ -71,7 +71,7 @@ _PLACE_HEADS = {"hospital", "clinic", "school", "university", "college", "compan
                 "station", "airport", "park", "centre", "center", "office", "building"}
 
 
-def _holder(text: str) -> str | None:
+def statement_holder(text: str) -> str | None:
     """Whose fact `text` states when its subject is another person ("my sister", "the user's
     husband"); a partner only when the speaker is not in it too ("my girlfriend and I")."""
     m = _SUBJECT_PERSON.search(text)
@@ -184,7 +184,7 @@ def distinct_facts(new: str, old: str) -> bool:
     from etamem.extraction.relative_dates import is_past_tense
 
     t_new, t_old = new.replace("\u2019", "'"), old.replace("\u2019", "'")
-    if _holder(t_new) != _holder(t_old):
+    if statement_holder(t_new) != statement_holder(t_old):
         return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
     if changed(t_new):
         if changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old):
@@ -207,4 +207,4 @@ def distinct_facts(new: str, old: str) -> bool:
     return added_object(t_new, t_old) or added_object(t_old, t_new)
 
 
-__all__ = ["added_object", "changed", "distinct_facts", "other_head"]
+__all__ = ["added_object", "changed", "distinct_facts", "other_head", "statement_holder"]

@@ -11,7 +11,7 @@ Offline (`is_restatement`), for two statements of one speaker, not questions:
 
 1. the same text once discourse markers and case are set aside; or
 2. a cosine of at least RESTATE_FLOOR and nothing that tells two facts apart: the same holder
-   ("my sister has a dog named Rex" is not mine), the same numbers, names, weekdays and dates
+   ("my sister has a dog named Rex" is not mine, nor "my girlfriend is learning Japanese"), the same numbers, names, weekdays and dates
    (resolved dates included: "on Monday" of two weeks are two runs), the same negation and
    stance, no change word in the newer that the older lacks ("moved", "no longer": a change
    is `supersedes`' to judge), and no other object: a content word on one side only is never
@@ -123,8 +123,10 @@ def is_restatement(new: str, old: str, similarity: float, *, speaker: str = "", 
         return True
     if similarity < RESTATE_FLOOR or not (is_fact(new) and is_fact(old)):
         return False
-    if holder(new) != holder(old):
-        return False
+    from etamem.facts.lookalikes import statement_holder
+
+    if holder(new) != holder(old) or statement_holder(new) != statement_holder(old):
+        return False  # another person's fact: a relative's, or a partner's without the speaker in it
     fn, fo = facets(new), facets(old)
     if fn[:5] != fo[:5]:  # numbers, names, dates, negation, stance
         return False

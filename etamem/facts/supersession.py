@@ -128,10 +128,10 @@ def _regime_value(match: str) -> str:
 
 
 # whose attribute: "my brother lives in Tokyo" is the brother's (a partner's news is the relationship's)
-_HOLDER = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+(mother|mom"
+_HOLDER = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+((?:mother|mom"
                      r"|mum|father|dad|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother"
                      r"|grandpa|grandfather|kid|kids|child|children|parents|roommate|neighbou?r|colleague|coworker"
-                     r"|boss)\b", re.IGNORECASE)
+                     r"|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)  # "sister-in-law" is not "sister"
 _WORD = re.compile(r"[a-z0-9$]+(?:[.,][0-9]+)*(?:'[a-z]+)?")
 _SUBJECT = {"the", "user", "user's", "'s", "is", "are", "was", "a", "an", "my", "i", "i'm", "am", "we", "our",
             "we're", "their", "his", "her", "now", "currently", "still", "also", "actually", "really", "just",
