@@ -200,6 +200,9 @@ def test_look_alike_rules_for_another_thing_and_another_period():
                               "I never eat breakfast, just black coffee until lunch")
     assert not other_head("my nutritionist has me eating porridge", "I never eat breakfast")
     assert not distinct_facts("I moved to Porto last month.", "I live in Lisbon this year.")
+    # two possessed things' amounts; one thing's new amount stays a change
+    assert distinct_facts("Our childcare is 900 pounds a month.", "Our rent is 1,200 pounds a month.")
+    assert not distinct_facts("My salary is 78k.", "My salary is 65k.")
 
 
 def test_another_persons_fact_is_not_a_repeat_of_the_speakers():

@@ -151,7 +151,7 @@ def _new_thing(new: str, old: str) -> bool:
     return m is not None and added_object(m.group(1), old)
 
 
-_OWN_SUBJECT = re.compile(r"^\W*(?:my|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
+_OWN_SUBJECT = re.compile(r"^\W*(?:my|our|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
                           re.IGNORECASE)
 _DATE_NUMBER = re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:january|february|march|april|may|june|july"
                           r"|august|september|october|november|december)|(?:january|february|march|april|may|june"
@@ -193,7 +193,11 @@ def distinct_facts(new: str, old: str) -> bool:
         return True
     when_new, when_old = _times(t_new), _times(t_old)
     recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
-    same_thing = _own_subject(t_new) is not None and _own_subject(t_new) == _own_subject(t_old)
+    own_new, own_old = _own_subject(t_new), _own_subject(t_old)
+    same_thing = own_new is not None and own_new == own_old
+    if own_new and own_old and not set(own_new.split()) & set(own_old.split()) \
+            and _amounts(t_new) and _amounts(t_old):
+        return True  # two things' amounts: "our rent is 1,200 pounds" / "our childcare is 900 pounds"
     if when_new and when_old and when_new != when_old and not same_thing:
         only_new, only_old = _content(t_new) - _content(t_old), _content(t_old) - _content(t_new)
         amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
