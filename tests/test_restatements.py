@@ -205,6 +205,21 @@ def test_look_alike_rules_for_another_thing_and_another_period():
     assert not distinct_facts("My salary is 78k.", "My salary is 65k.")
 
 
+def test_a_move_within_a_named_place_and_two_spendings_are_not_changes():
+    """A move into an unnamed dwelling after a move to a named place, and past amounts of two
+    different things, are look-alikes; a move to another named place and one thing's new amount
+    stay changes (each seen failing without its rule)."""
+    from etamem.facts.lookalikes import distinct_facts, move_within
+
+    assert move_within("I moved into my current flat in 2021.", "I moved to Manchester in 2015.")
+    assert distinct_facts("The user moved into the user's current flat in 2021.", "The user moved to Manchester in 2015.")
+    assert distinct_facts("I spent 450 euros on the hotel in Rome.", "I spent 300 euros on flights to Rome.")
+    assert not move_within("I moved to a flat in Leeds.", "I moved to Manchester in 2015.")
+    assert not distinct_facts("I moved to London in 2021.", "I moved to Manchester in 2015.")
+    assert not distinct_facts("I moved to a new flat in Leeds.", "I live in Manchester.")
+    assert not distinct_facts("I spent 450 euros on flights to Rome.", "I spent 300 euros on flights to Rome.")
+
+
 def test_another_persons_fact_is_not_a_repeat_of_the_speakers():
     """An in-law is not the relative ("sister-in-law" / "sister"); a partner's fact without the
     speaker in it is the partner's (both merged before, on the second blind look-alike set)."""

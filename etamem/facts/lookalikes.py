@@ -23,7 +23,11 @@ other's classifier (rules, slots or LLM):
   phrase ("phone case" / "phone.", "bike helmet" / "bike."; "new" as its only change word is the
   thing's adjective: "a new laptop" / "a new laptop bag"); or, without a change word, the same
   modifier heads two different nouns ("concert tickets" / "concert parking");
-- relative periods count as times ("last year" / "this year").
+- relative periods count as times ("last year" / "this year");
+- a move within a place: a move into a dwelling no name places ("moved into my current flat")
+  after a move to or life in a named place ("moved to Manchester") is not a move away from it;
+- two spendings: past amounts of different things ("spent 300 euros on flights" / "spent 450
+  euros on the hotel") are two events, not one amount's new value.
 """
 from __future__ import annotations
 
@@ -171,6 +175,19 @@ def _own_subject(text: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
+_MOVE_INTO = re.compile(r"\bmov(?:e|ed|ing)\s+(?:in(?:to)?|to)\s+((?:my|our|a|an|the|this|that|his|her|their)\b[^.,;!?]*)",
+                        re.IGNORECASE)
+_PLACE_NAMED = re.compile(r"\b(?:mov(?:e|ed|ing)\s+(?:in(?:to)?|to)|li(?:ve|ves|ved|ving)\s+in|based\s+in"
+                          r"|relocated\s+to)\s+(?:the\s+)?[A-Z]")
+
+
+def move_within(new: str, old: str) -> bool:
+    """`new` moves into a dwelling no name places ("moved into my current flat in 2021") and
+    `old` moved to or lives in a named place ("moved to Manchester"): a move within it."""
+    m = _MOVE_INTO.search(_PAREN.sub(" ", new))
+    return m is not None and not re.search(r"\b[A-Z]", m.group(1)[1:]) and bool(_PLACE_NAMED.search(old))
+
+
 def _content(text: str) -> set[str]:
     from etamem.facts.supersession import subject_words
 
@@ -186,6 +203,8 @@ def distinct_facts(new: str, old: str) -> bool:
     t_new, t_old = new.replace("\u2019", "'"), old.replace("\u2019", "'")
     if statement_holder(t_new) != statement_holder(t_old):
         return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
+    if move_within(t_new, t_old):
+        return True
     if changed(t_new):
         if changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old):
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag"
@@ -206,9 +225,13 @@ def distinct_facts(new: str, old: str) -> bool:
             return True  # other days of a week, two past events, or another thing on another date
     if _RECURRING.search(_PAREN.sub(" ", t_new)) and not _RECURRING.search(_PAREN.sub(" ", t_old)):
         return True
+    amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
+    if amounts_new and amounts_old and amounts_new != amounts_old and is_past_tense(t_new) and is_past_tense(t_old) \
+            and _content(t_new) - _content(t_old) and _content(t_old) - _content(t_new):
+        return True  # two past spendings or counts of different things
     if recurring and when_new == when_old and _content(t_new) - _content(t_old) and _content(t_old) - _content(t_new):
         return True  # two things at one recurring time: "tennis on Wednesday evenings" / "squash ..."
     return added_object(t_new, t_old) or added_object(t_old, t_new)
 
 
-__all__ = ["added_object", "changed", "distinct_facts", "other_head", "statement_holder"]
+__all__ = ["added_object", "changed", "distinct_facts", "move_within", "other_head", "statement_holder"]
