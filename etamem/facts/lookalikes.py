@@ -214,22 +214,19 @@ def distinct_facts(new: str, old: str) -> bool:
     recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
     own_new, own_old = _own_subject(t_new), _own_subject(t_old)
     same_thing = own_new is not None and own_new == own_old
-    if own_new and own_old and not set(own_new.split()) & set(own_old.split()) \
-            and _amounts(t_new) and _amounts(t_old):
+    amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
+    other_amounts = bool(amounts_new and amounts_old and amounts_new != amounts_old)
+    both_own = bool(_content(t_new) - _content(t_old) and _content(t_old) - _content(t_new))  # a word on each side
+    if own_new and own_old and not set(own_new.split()) & set(own_old.split()) and amounts_new and amounts_old:
         return True  # two things' amounts: "our rent is 1,200 pounds" / "our childcare is 900 pounds"
     if when_new and when_old and when_new != when_old and not same_thing:
-        only_new, only_old = _content(t_new) - _content(t_old), _content(t_old) - _content(t_new)
-        amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
-        if recurring or is_past_tense(t_new) or (only_new and only_old) or (
-                amounts_new and amounts_old and amounts_new != amounts_old):
+        if recurring or is_past_tense(t_new) or both_own or other_amounts:
             return True  # other days of a week, two past events, or another thing on another date
     if _RECURRING.search(_PAREN.sub(" ", t_new)) and not _RECURRING.search(_PAREN.sub(" ", t_old)):
         return True
-    amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
-    if amounts_new and amounts_old and amounts_new != amounts_old and is_past_tense(t_new) and is_past_tense(t_old) \
-            and _content(t_new) - _content(t_old) and _content(t_old) - _content(t_new):
+    if other_amounts and both_own and is_past_tense(t_new) and is_past_tense(t_old):
         return True  # two past spendings or counts of different things
-    if recurring and when_new == when_old and _content(t_new) - _content(t_old) and _content(t_old) - _content(t_new):
+    if recurring and when_new == when_old and both_own:
         return True  # two things at one recurring time: "tennis on Wednesday evenings" / "squash ..."
     return added_object(t_new, t_old) or added_object(t_old, t_new)
 
