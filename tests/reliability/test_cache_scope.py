@@ -16,12 +16,14 @@ from rel_common import conversation
 
 
 class SlowEncoder(HashingEncoder):
-    """The hashing encoder at a model's pace: a few milliseconds per text encoded."""
+    """The hashing encoder at a small model's pace on a busy CPU: 12 ms per text encoded (a cache
+    hit saves that, well above a loaded machine's jitter in one search)."""
 
     name = "slow-hashing"
+    seconds_per_text = 0.012
 
     def encode(self, texts):
-        time.sleep(0.004 * len(texts))
+        time.sleep(self.seconds_per_text * len(texts))
         return super().encode(texts)
 
 
@@ -127,7 +129,11 @@ def timing_oracle_run(path, rounds: int = 20, n_guesses: int = 30, seed: int = 1
 
 
 def test_timing_oracle_rank(tmp_path):
-    """Timing must not single out the secret: the fastest guess in at most 3 of 20 rounds
-    (chance alone: 0.67)."""
+    """Timing must not single out the secret: the fastest guess in at most 6 of 20 rounds.
+    Each guess is timed once (a second search of it would hit bob's own cache entry). Without
+    a leak the count is Binomial(20, 1/30) whatever the machine's load, as the secret's place
+    among the guesses is drawn at random: mean 0.67, 4 or more p = 0.003 (seen once under CI
+    load), 7 or more p < 4e-6. A hit on alice's entry skips the encoder's milliseconds and made
+    the secret the fastest in 20 of 20 rounds."""
     run = timing_oracle_run(tmp_path / "s")
-    assert run["secret_fastest"] <= 3, f"the secret was the fastest guess in {run['secret_fastest']} of 20 rounds"
+    assert run["secret_fastest"] <= 6, f"the secret was the fastest guess in {run['secret_fastest']} of 20 rounds"
