@@ -175,10 +175,9 @@ def _own_subject(text: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-_MOVE_INTO = re.compile(r"\bmov(?:e|ed|ing)\s+(?:in(?:to)?|to)\s+((?:my|our|a|an|the|this|that|his|her|their)\b[^.,;!?]*)",
-                        re.IGNORECASE)
-_PLACE_NAMED = re.compile(r"\b(?:mov(?:e|ed|ing)\s+(?:in(?:to)?|to)|li(?:ve|ves|ved|ving)\s+in|based\s+in"
-                          r"|relocated\s+to)\s+(?:the\s+)?[A-Z]")
+_MOVE = r"mov(?:e|ed|ing)\s+(?:in(?:to)?|to)"  # "move in", "moved into", "moving to"
+_MOVE_INTO = re.compile(rf"\b{_MOVE}\s+((?:my|our|a|an|the|this|that|his|her|their)\b[^.,;!?]*)", re.IGNORECASE)
+_PLACE_NAMED = re.compile(rf"\b(?:{_MOVE}|li(?:ve|ves|ved|ving)\s+in|based\s+in|relocated\s+to)\s+(?:the\s+)?[A-Z]")
 
 
 def move_within(new: str, old: str) -> bool:
