@@ -104,3 +104,51 @@ def test_a_budget_below_the_prompts_own_text_is_refused(tmp_path, locomo_dev, ch
         run(BenchOptions("locomo", str(tmp_path / "slice.json"), out=str(tmp_path / "out"), systems=["hybrid-turns"],
                          model="reader", base_url=chat_server.base_url, sample=1, context_tokens=200,
                          budget_tokenizer="estimate", overrides={"extractor": "rule"}), **models)
+
+
+class _Bench:
+    """What qa_context asks of the workbench, recorded (orchestration only)."""
+
+    def time_summaries(self, spec, space, hits):
+        return "\n".join(f"[week] summary of {h.name}" for h in hits)
+
+    def with_raw_turns(self, spec, conv, q, hits):
+        return list(hits)
+
+
+def test_the_packet_diagnosis_reads_etamems_ranking_as_its_source_turns_only():
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    from etamem.bench.qa_context import qa_context
+    from etamem.bench.run_stores import Ranking
+    from etamem.bench.systems import BY_KEY, Unit
+    from etamem.config import Config
+    from etamem.records import Turn
+
+    t0 = datetime(2023, 5, 8, 13, tzinfo=timezone.utc)
+    turns = [Turn(f"D1:{i}", "s1", ("Ana", "Ben")[i % 2], f"turn number {i} about the lake", t0 + timedelta(minutes=i),
+                  "conv") for i in range(6)]
+    turn_map = {t.turn_id: t for t in turns}
+    units = [Unit(("D1:4",), "Ana's boat is blue", t0, ("event",)), Unit(("D1:1", "D1:4"), "Ben rowed", t0, ("affect",)),
+             Unit(("D1:2",), "Ana swam", t0, ("time",))]
+    hits = [SimpleNamespace(name=f"h{i}", source_turn_ids=u.sources, amu=SimpleNamespace(text=u.text, timestamp=t0),
+                            views=u.views) for i, u in zip((4, 1, 2), units)]
+    ranking = Ranking(units, hits=hits)
+    q = BenchQuestion("conv:q1", "conv", "What colour is Ana's boat?", "blue", "1", "8 May 2023, 2:00 pm")
+    conv = BenchConversation("conv", turns, [q])
+    ask = dict(turns=turns, turn_map=turn_map, config=Config(), qa_turns=20)
+    full = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking, **ask)
+    flat = qa_context(_Bench(), "locomo", BY_KEY["etamem-as-turns"], conv, q, ranking, **ask)
+    assert "Ana's boat is blue" in full.prompt and "summary of h4" in full.prompt
+    # the same ranking, read as its source turns in rank order, each once: no unit line, no Time context
+    assert [u.sources for u in flat.units] == [("D1:4",), ("D1:1",), ("D1:2",)]
+    assert all(u.views == ("turn",) for u in flat.units)
+    assert "Ana's boat is blue" not in flat.prompt and "summary of" not in flat.prompt
+    assert "Ana: turn number 4 about the lake" in flat.prompt
+    # under a budget the same turns are cut in rank order, and the Time context stays out
+    budget = estimate_tokens(flat.prompt) - 5
+    cut = qa_context(_Bench(), "locomo", BY_KEY["etamem-as-turns"], conv, q, ranking, **ask, budget=budget,
+                     count=estimate_tokens)
+    assert [u.sources for u in cut.units] == [("D1:4",), ("D1:1",)] and cut.tokens <= budget
+    assert "summary of" not in cut.prompt and "summary of" not in cut.retry()

@@ -70,6 +70,19 @@ def _within(prompt: str, budget: int, count: Callable[[str], int]) -> int:
     return n
 
 
+def as_turns(units: list[Unit], turn_map: dict) -> list[Unit]:
+    """The source turns of `units` in rank order, each once, as the flat systems' turn units
+    (`speaker: text`, view "turn"): a system with `packet="turns"`."""
+    from etamem.retrieval import turn_text
+
+    seen: dict[str, Unit] = {}
+    for u in units:
+        for t in u.sources:
+            if t in turn_map and t not in seen:
+                seen[t] = Unit((t,), turn_text(turn_map[t]), turn_map[t].timestamp, ("turn",))
+    return list(seen.values())
+
+
 def _leading(ranking: Ranking, qa_turns: int) -> tuple[list[Unit], list]:
     """The leading units covering the first `qa_turns` distinct source turns, and their hits."""
     from etamem.bench.qa import units_for_context
@@ -111,29 +124,39 @@ def qa_context(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConvers
                             ["auxiliary"], budget, count)
         return QAContext(prompt, ranking.units[:k], tokens=_within(prompt, budget, count))
 
+    turns_only = spec.packet == "turns"
+
     def render(units: list[Unit]) -> Callable[[int, str], str]:
         return lambda k, time_text: _style_prompt(dataset, q, units[:k], turn_map, config, time_text)
 
+    def time_text(hits: list) -> str:
+        return "" if turns_only else wb.time_summaries(spec, conv.space, hits)
+
     def time_lines(hits: list) -> Callable[[int], list[str]]:
-        return lambda k: wb.time_summaries(spec, conv.space, hits[:k]).splitlines()
+        return lambda k: time_text(hits[:k]).splitlines()
+
+    def shown(units: list[Unit]) -> list[Unit]:
+        return as_turns(units, turn_map) if turns_only else units
 
     if budget is None:
         units, hits = _leading(ranking, qa_turns)
-        prompt = _style_prompt(dataset, q, units, turn_map, config, wb.time_summaries(spec, conv.space, hits))
+        units = shown(units)
+        prompt = _style_prompt(dataset, q, units, turn_map, config, time_text(hits))
     else:
-        units, hits = ranking.units, ranking.hits
+        units, hits = shown(ranking.units), ranking.hits
         prompt, k = _fitted(render(units), len(units), time_lines(hits), budget, count)
-        units, hits = units[:k], hits[:k]
+        units = units[:k]
+        ids = {t for u in units for t in u.sources}
+        hits = [h for h, u in zip(hits, ranking.units) if ids & set(u.sources)] if turns_only else hits[:k]
     retry = None
     if spec.kind == "etamem" and spec.fallback and not ranking.fallback_used:
         def retry() -> str:  # the answer-time fallback of `Memory.answer`: raw turns fused in
             fused = wb.with_raw_turns(spec, conv, q, hits)
-            fused_units = hits_to_units(fused)
+            fused_units = shown(hits_to_units(fused))
             if budget is None:
-                return _style_prompt(dataset, q, fused_units, turn_map, config,
-                                     wb.time_summaries(spec, conv.space, fused))
+                return _style_prompt(dataset, q, fused_units, turn_map, config, time_text(fused))
             return _fitted(render(fused_units), len(fused_units), time_lines(fused), budget, count)[0]
     return QAContext(prompt, units, retry, tokens=_within(prompt, budget, count) if budget is not None else None)
 
 
-__all__ = ["QAContext", "qa_context", "question_date"]
+__all__ = ["QAContext", "as_turns", "qa_context", "question_date"]

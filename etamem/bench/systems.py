@@ -15,6 +15,9 @@ mode or anchor set, `ablations.FTA_CONSTRUCTIONS`); `fta-no-links` / `fta-no-cue
 (the paper's score, no lexical term) / `fta-flat-packet` / `fta-no-aux` / `fta-no-rewrite` /
 `fta-question-only` change only the query-time config, and
 `etamem-over-fta` runs ETAMem's routed retrieval over the `fta` store's units (the two combined).
+`etamem-as-turns` ranks as `etamem` and gives the reader that ranking's source turns only, in rank
+order and formatted as the flat systems' turns (no unit lines, no Time context): with a reader, it
+tells the packet's format from the ranking (group `packet`).
 Group `fta-paper`: the systems of the FTA-Mem paper's Tables 6-8 and Fig. 3. Without an LLM,
 `fta-no-rewrite` ranks as `fta` (there is no rewrite to leave out) and `fta-question-only`
 retrieves nothing (its row is empty; with an LLM it answers from an empty packet).
@@ -43,6 +46,7 @@ class SystemSpec:
     routing: str | None = None  # None: the config's
     fallback: bool = True
     time_store: str | None = None  # construction serving the Time view, merge and raw turns
+    packet: str = "units"  # answer prompt: "units" (memory lines, source turns, Time context) | "turns" (source turns only)
 
     @property
     def needs_llm(self) -> bool:
@@ -119,6 +123,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _fta("fta-no-aux", "FTA-Mem w/o auxiliary memory", overrides=(("fta_auxiliary", False),)),
     _fta("fta-no-bm25", "FTA-Mem w/o BM25 (the paper's score)", overrides=(("fta_bm25_weight", 0.0),)),
     _fta("fta-flat-packet", "FTA-Mem, flat packet", overrides=(("fta_packet", "flat"),)),
+    _eta("etamem-as-turns", "ETAMem's ranking read as its source turns (no unit lines, no Time context)",
+         packet="turns"),
     _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta",
          overrides=(("method", "etamem"), ("units", "fta"))),
 )
@@ -155,13 +161,14 @@ GROUPS = {
                   "no-context", "turn-context-only", "no-dialogue", "no-speaker-boost", "no-self-boost", "no-bm25", "bm25-ceiling",
                   "mean-routing", "wide-beam", "narrow-beam", "no-hierarchy", "no-fallback", "etamem-rrf", "event-only",
                   "affect-only", "time-only"],
+    "packet": ["hybrid-turns", "etamem", "etamem-as-turns"],
     "unified": ["unified-semantic", "unified-affective", "time-only"],
     "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
                 "fta-no-cue", "fta-no-bm25", "fta-flat-packet", "etamem-over-fta"],
     # the FTA-Mem paper's Table 6 (granularity), Table 7 (fixed window), Table 8 and Fig. 3 (ablations)
     "fta-paper": FTA_PAPER,
     "paper-to-default": [s.key for s in LADDER],
-    "all": [s.key for s in SYSTEMS if s not in LADDER],
+    "all": [s.key for s in SYSTEMS if s not in LADDER and s.packet == "units"],  # etamem-as-turns: a reader's diagnosis
 }
 DEFAULT_SYSTEMS = GROUPS["all"]
 SWEEP_ALIASES = {"beta": "bm25_weight", "K": "top_k", "B": "beam_width", "budget": "route_budget",

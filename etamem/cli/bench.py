@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unified, fta-all, fta-paper, paper-to-default, all):
+EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, packet, unified, fta-all, fta-paper, paper-to-default,
+  all):
   full-context bm25-turns dense-turns hybrid-turns flat-amus etamem no-amus no-hierarchy
   no-fallback event-only affect-only time-only event+affect event+time affect+time
   mean-routing no-bm25 shared-text shared-affect unified-semantic unified-affective etamem-rrf
@@ -14,8 +15,9 @@ EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, unifi
   no-speaker-boost no-self-boost bm25-ceiling wide-beam narrow-beam
   fta fta-fixed-window fta-plain-windows fta-session fta-turn-pair fta-no-links fta-no-time
   fta-no-affect fta-fact-only fta-question-only fta-no-rewrite fta-no-cue fta-no-aux fta-no-bm25
-  fta-flat-packet etamem-over-fta
-  (group unified: unified-semantic unified-affective time-only, the paper's Table 5;
+  fta-flat-packet etamem-as-turns etamem-over-fta
+  (group packet, not in all: hybrid-turns etamem etamem-as-turns, ETAMem's ranking read as its source turns only;
+   group unified: unified-semantic unified-affective time-only, the paper's Table 5;
    group fta-all: hybrid-turns etamem and the fta systems up to fta-no-links, fta-no-cue,
    fta-no-bm25, fta-flat-packet, etamem-over-fta;
    group fta-paper: the FTA-Mem paper's Tables 6-8 and Fig. 3, see docs/fta-paper.md)
