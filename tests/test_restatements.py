@@ -220,6 +220,29 @@ def test_a_move_within_a_named_place_and_two_spendings_are_not_changes():
     assert not distinct_facts("I spent 450 euros on flights to Rome.", "I spent 300 euros on flights to Rome.")
 
 
+def test_an_addition_a_new_routine_and_another_purchase_hold_against_a_weak_change_word():
+    """"again" / "also", a routine "started" on other days doing another thing, and a purchase
+    of another thing are look-alikes though a weak change word is there (the third blind set);
+    a strong change word, a marker beside another change word, and one thing's new day stay
+    changes (the update sets)."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    assert distinct_facts("We went to Edinburgh again in December for the Christmas markets.",
+                          "We went to Edinburgh for the Fringe in August.")
+    assert distinct_facts("On Fridays I've started doing a spin class before work.",
+                          "On Mondays and Wednesdays I do yoga before work.")
+    assert distinct_facts("I bought a new helmet and lights for the bike, about 80 quid all in.",
+                          "I bought a second-hand road bike for 400 quid.")
+    assert distinct_facts("I paid 120 euros for new cushions and a throw to go on the sofa.", "I paid 1,200 euros for the sofa.")
+    assert not distinct_facts("I started eating chicken again, my doctor said I needed more protein.",
+                              "I'm vegetarian, have been for five years.")
+    assert not distinct_facts("btw I'm vegan now, cutting out fish too.", "I'm pescatarian, I eat fish but no meat.")
+    assert not distinct_facts("Launch is now May 15th, QA found too many bugs.", "We're launching the app on April 1st.")
+    assert not distinct_facts("My French class is on Mondays at the Alliance Française.",
+                              "My French class is on Wednesdays at the community college.")
+    assert not distinct_facts("We also switched to oat milk.", "We drink cow's milk.")
+
+
 def test_another_persons_fact_is_not_a_repeat_of_the_speakers():
     """An in-law is not the relative ("sister-in-law" / "sister"); a partner's fact without the
     speaker in it is the partner's (both merged before, on the second blind look-alike set)."""

@@ -27,7 +27,15 @@ other's classifier (rules, slots or LLM):
 - a move within a place: a move into a dwelling no name places ("moved into my current flat")
   after a move to or life in a named place ("moved to Manchester") is not a move away from it;
 - two spendings: past amounts of different things ("spent 300 euros on flights" / "spent 450
-  euros on the hotel") are two events, not one amount's new value.
+  euros on the hotel", "paid 1,200 for the sofa" / "paid 120 for new cushions") are two events,
+  not one amount's new value.
+
+Three of these hold against a weak change word ("new", "started", "again", "now"; not a strong
+one such as "switched", "instead", "no longer", "sold", which always wins): the newer adds to the
+older ("also", "too", "as well", "another", "again": "We went to Edinburgh again in December");
+a routine started on other days doing another thing ("On Fridays I've started a spin class" after
+"On Mondays I do yoga"); a purchase of another thing ("bought a new helmet for the bike" after
+"bought a road bike").
 """
 from __future__ import annotations
 
@@ -187,6 +195,37 @@ def move_within(new: str, old: str) -> bool:
     return m is not None and not re.search(r"\b[A-Z]", m.group(1)[1:]) and bool(_PLACE_NAMED.search(old))
 
 
+_ADDITIVE = re.compile(r"\b(?:also|as well|another|again|in addition|on top of that|too(?=\s*(?:[,.;!?]|lol|$)))\b",
+                       re.IGNORECASE)  # "too" ending a clause, not "too many"
+_PURCHASE = re.compile(r"\b(?:bought|buying|ordered|paid\b[^.;!?]*?\bfor|spent\b[^.;!?]*?\bon)\s+"
+                       r"((?:[\w'-]+\s+){0,4}?)([a-z][\w'-]*)(?=\s+(?:and|for|from|at|to|with|in|on|off)\b|\s*[,.;!?]|\s*$)",
+                       re.IGNORECASE)
+
+
+def _purchase(text: str) -> str | None:
+    """The head noun of what a statement says was bought or paid for ("a second-hand road bike
+    for 400 quid" -> "bike", "120 euros for new cushions and a throw" -> "cushions"), else None."""
+    from etamem.extraction.stems import stem
+
+    m = _PURCHASE.search(_PAREN.sub(" ", text))
+    return stem(m.group(2).lower()) if m else None
+
+
+def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, both_own: bool,
+                       other_amounts: bool, same_thing: bool) -> bool:
+    """The look-alikes a weak change word does not undo (the module docstring): an addition (its
+    marker the only change word: "started eating fish again", "vegan now, ... too" are changes),
+    a routine started on other days doing another thing, a purchase of another thing."""
+    if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
+        return True
+    recurring_new, recurring_old = _RECURRING.search(_PAREN.sub(" ", new)), _RECURRING.search(_PAREN.sub(" ", old))
+    if recurring_new and recurring_old and when_new and when_old and not when_new & when_old and both_own \
+            and not same_thing:
+        return True
+    bought_new, bought_old = _purchase(new), _purchase(old)
+    return bool(other_amounts and bought_new and bought_old and bought_new != bought_old)
+
+
 def _content(text: str) -> set[str]:
     from etamem.facts.supersession import subject_words
 
@@ -204,18 +243,23 @@ def distinct_facts(new: str, old: str) -> bool:
         return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
     if move_within(t_new, t_old):
         return True
+    when_new, when_old = _times(t_new), _times(t_old)
+    amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
+    other_amounts = bool(amounts_new and amounts_old and amounts_new != amounts_old)
+    both_own = bool(_content(t_new) - _content(t_old) and _content(t_old) - _content(t_new))  # a word on each side
+    own_new, own_old = _own_subject(t_new), _own_subject(t_old)
+    same_thing = own_new is not None and own_new == own_old
+    holds = _weak_change_holds(t_new, t_old, when_new, when_old, both_own, other_amounts, same_thing)
     if changed(t_new):
+        if STRONG_CHANGE.search(t_new):
+            return False
+        if holds:
+            return True
         if changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old):
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag"
     if other_head(t_new, t_old):
         return True
-    when_new, when_old = _times(t_new), _times(t_old)
     recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
-    own_new, own_old = _own_subject(t_new), _own_subject(t_old)
-    same_thing = own_new is not None and own_new == own_old
-    amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
-    other_amounts = bool(amounts_new and amounts_old and amounts_new != amounts_old)
-    both_own = bool(_content(t_new) - _content(t_old) and _content(t_old) - _content(t_new))  # a word on each side
     if own_new and own_old and not set(own_new.split()) & set(own_old.split()) and amounts_new and amounts_old:
         return True  # two things' amounts: "our rent is 1,200 pounds" / "our childcare is 900 pounds"
     if when_new and when_old and when_new != when_old and not same_thing:
@@ -225,6 +269,8 @@ def distinct_facts(new: str, old: str) -> bool:
         return True
     if other_amounts and both_own and is_past_tense(t_new) and is_past_tense(t_old):
         return True  # two past spendings or counts of different things
+    if holds:
+        return True
     if recurring and when_new == when_old and both_own:
         return True  # two things at one recurring time: "tennis on Wednesday evenings" / "squash ..."
     return added_object(t_new, t_old) or added_object(t_old, t_new)
