@@ -211,16 +211,14 @@ def _purchase(text: str) -> str | None:
     return stem(m.group(2).lower()) if m else None
 
 
-def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, both_own: bool,
-                       other_amounts: bool, same_thing: bool) -> bool:
+def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, both_recurring: bool,
+                       both_own: bool, other_amounts: bool, same_thing: bool) -> bool:
     """The look-alikes a weak change word does not undo (the module docstring): an addition (its
     marker the only change word: "started eating fish again", "vegan now, ... too" are changes),
     a routine started on other days doing another thing, a purchase of another thing."""
     if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
         return True
-    recurring_new, recurring_old = _RECURRING.search(_PAREN.sub(" ", new)), _RECURRING.search(_PAREN.sub(" ", old))
-    if recurring_new and recurring_old and when_new and when_old and not when_new & when_old and both_own \
-            and not same_thing:
+    if both_recurring and when_new and when_old and not when_new & when_old and both_own and not same_thing:
         return True
     bought_new, bought_old = _purchase(new), _purchase(old)
     return bool(other_amounts and bought_new and bought_old and bought_new != bought_old)
@@ -244,12 +242,14 @@ def distinct_facts(new: str, old: str) -> bool:
     if move_within(t_new, t_old):
         return True
     when_new, when_old = _times(t_new), _times(t_old)
+    recurs_new, recurs_old = bool(_RECURRING.search(_PAREN.sub(" ", t_new))), bool(_RECURRING.search(_PAREN.sub(" ", t_old)))
     amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
     other_amounts = bool(amounts_new and amounts_old and amounts_new != amounts_old)
     both_own = bool(_content(t_new) - _content(t_old) and _content(t_old) - _content(t_new))  # a word on each side
     own_new, own_old = _own_subject(t_new), _own_subject(t_old)
     same_thing = own_new is not None and own_new == own_old
-    holds = _weak_change_holds(t_new, t_old, when_new, when_old, both_own, other_amounts, same_thing)
+    holds = _weak_change_holds(t_new, t_old, when_new, when_old, recurs_new and recurs_old, both_own, other_amounts,
+                               same_thing)
     if changed(t_new):
         if STRONG_CHANGE.search(t_new):
             return False
@@ -259,13 +259,13 @@ def distinct_facts(new: str, old: str) -> bool:
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag"
     if other_head(t_new, t_old):
         return True
-    recurring = bool(_RECURRING.search(_PAREN.sub(" ", t_new)) or _RECURRING.search(_PAREN.sub(" ", t_old)))
+    recurring = recurs_new or recurs_old
     if own_new and own_old and not set(own_new.split()) & set(own_old.split()) and amounts_new and amounts_old:
         return True  # two things' amounts: "our rent is 1,200 pounds" / "our childcare is 900 pounds"
     if when_new and when_old and when_new != when_old and not same_thing:
         if recurring or is_past_tense(t_new) or both_own or other_amounts:
             return True  # other days of a week, two past events, or another thing on another date
-    if _RECURRING.search(_PAREN.sub(" ", t_new)) and not _RECURRING.search(_PAREN.sub(" ", t_old)):
+    if recurs_new and not recurs_old:
         return True
     if other_amounts and both_own and is_past_tense(t_new) and is_past_tense(t_old):
         return True  # two past spendings or counts of different things
