@@ -256,3 +256,29 @@ def test_another_persons_fact_is_not_a_repeat_of_the_speakers():
                               "The user's sister works as a nurse in Bristol.", 0.95)
     assert not is_restatement("The user's girlfriend is learning Japanese on Duolingo.",
                               "The user is learning Japanese on Duolingo.", 0.92)
+
+
+def test_an_opener_before_a_relative_another_possessed_thing_an_exception_and_two_periods_of_a_life():
+    """The fourth blind set's look-alikes (tuning since): a relative after "turns out", a
+    possessed thing's other noun before a verb, one weekday's exception to what is usual, two
+    decades of a life, "went down well", two past results a year apart; the update sets' changes
+    that look like them stay changes."""
+    from etamem.facts.lookalikes import distinct_facts, statement_holder
+
+    assert statement_holder("Turns out my daughter Mia is left-handed too.") == "daughter"
+    assert distinct_facts("Turns out the user's daughter Mia is left-handed too.",
+                          "The user is left-handed, which makes using scissors a pain.")
+    assert distinct_facts("tbh the user's phone case is cracked so the user ordered a new one",
+                          "The user's phone contract renews in March.")
+    assert distinct_facts("I'm at the Bristol satellite office on Wednesdays now.", "I work from our London office most days.")
+    assert distinct_facts("I switched to teaching in my thirties and have loved it since.",
+                          "In my twenties I worked in retail, mostly in bookshops.")
+    assert distinct_facts("I also cooked a lemon tart for my book club, and honestly that went down even better.",
+                          "I cooked a lentil curry for my book club on Thursday.")
+    assert distinct_facts("This year I ran the Leeds 10k in 49 minutes, a new personal best.",
+                          "Last year I ran the Leeds 10k in 52 minutes.")
+    # changes: a habit's new time ("most nights"), a job after "mostly", a price that went down
+    assert not distinct_facts("with the new baby I'm asleep by 10 most nights lol", "I usually go to bed around 1am, total night owl")
+    assert not distinct_facts("anyway, since joining Lingua Corp as an in-house translator my weekends are actually free again",
+                              "I'm freelancing as a translator, mostly legal docs, the hours are all over the place")
+    assert not distinct_facts("My rent went down to 900 a month.", "My rent is 1,000 a month.")

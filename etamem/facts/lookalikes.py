@@ -30,12 +30,15 @@ other's classifier (rules, slots or LLM):
   euros on the hotel", "paid 1,200 for the sofa" / "paid 120 for new cushions") are two events,
   not one amount's new value.
 
-Three of these hold against a weak change word ("new", "started", "again", "now"; not a strong
+Four of these hold against a weak change word ("new", "started", "again", "now"; not a strong
 one such as "switched", "instead", "no longer", "sold", which always wins): the newer adds to the
 older ("also", "too", "as well", "another", "again": "We went to Edinburgh again in December");
 a routine started on other days doing another thing ("On Fridays I've started a spin class" after
-"On Mondays I do yoga"); a purchase of another thing ("bought a new helmet for the bike" after
-"bought a road bike").
+"On Mondays I do yoga"); a weekday's exception to what is usual ("the Bristol office on Wednesdays
+now" after "the London office most days"); a purchase of another thing ("bought a new helmet for
+the bike" after "bought a road bike"). Two periods of a life ("in my twenties" / "in my thirties",
+"as a kid", "at uni") hold against any change word: each statement is true of its own period. A
+relative's fact may follow an opener ("Turns out my daughter ...").
 """
 from __future__ import annotations
 
@@ -58,7 +61,11 @@ _CHANGED = re.compile(r"\b(?:since|starting|from (?:now|next|then)|pushed|moved|
                       r"|instead|not .{0,20} but|again|these days|lately)\b", re.IGNORECASE)
 _NEW = re.compile(r"\bnew\b", re.IGNORECASE)
 _DETERMINERS = {"the", "a", "an", "my", "our", "your", "his", "her", "their", "this", "that", "these", "those"}
-_SUBJECT_PERSON = re.compile(r"^\W*(?:\w+ly,?\s+|so\s+|and\s+|also\s+)?(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
+_POSSESSIVE = {"my", "our", "your", "his", "her", "their"}
+# a discourse opener before the subject: "Turns out my daughter ...", "btw my mum ...", "Fun fact: my ..."
+_OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s+(?:that\s+)?|btw,?\s+|by the way,?\s+"
+           r"|oh,?\s+(?:and\s+)?|fun fact:?\s+|guess what,?\s+)?")
+_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
                              r"((?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
                              r"|grandfather|kid|kids|child|children|parents|roommate|neighbou?r|colleague"
@@ -142,18 +149,23 @@ def other_head(a: str, b: str) -> bool:
     shared = (content(wa) & content(wb)) - {"user"}
     heads = _heads(places=False)  # "concert parking" / "concert tickets", "Lisbon office" / "Lisbon airport"
 
-    def after(ws: list[str]) -> dict[str, str]:  # shared modifier -> the unshared noun ending its phrase
+    def after(ws: list[str]) -> dict[str, tuple[str, bool, bool]]:
+        """shared modifier -> (the unshared noun after it, whether its phrase ends there, possessed)"""
         out = {}
         for i in range(1, len(ws) - 1):
             mod, noun = stem(ws[i]), ws[i + 1]
             end = i + 2 == len(ws) or not _word(ws[i + 2]) or ws[i + 2] in STOPWORDS
-            if ws[i - 1] in _DETERMINERS and mod in shared and _word(noun) and noun not in STOPWORDS and end \
+            owned = ws[i - 1] in _POSSESSIVE or ws[i - 1].endswith("'s")  # "my", "the user's"
+            if (ws[i - 1] in _DETERMINERS or owned) and mod in shared and _word(noun) and noun not in STOPWORDS \
                     and stem(noun) not in shared and stem(noun) not in heads and len(noun) > 2:
-                out[mod] = stem(noun)
+                out[mod] = (stem(noun), end, owned)
         return out
 
+    # the phrase ends on both sides, or on one when both are possessed ("my phone contract renews"
+    # / "my phone case is cracked": the verb after "contract" is not read as part of the phrase)
     na, nb = after(wa), after(wb)
-    return any(w in nb and nb[w] != na[w] for w in na)
+    return any(w in nb and nb[w][0] != na[w][0]
+               and ((na[w][1] and nb[w][1]) or (na[w][2] and nb[w][2] and (na[w][1] or nb[w][1]))) for w in na)
 
 
 def _new_thing(new: str, old: str) -> bool:
@@ -211,14 +223,34 @@ def _purchase(text: str) -> str | None:
     return stem(m.group(2).lower()) if m else None
 
 
+_WEEKDAYS = re.compile(r"\b(?:on )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s\b", re.IGNORECASE)
+_HABITUAL = re.compile(r"\b(?:most (?:days|nights|mornings|evenings|weeks)|most of the time|usually|normally|mostly"
+                       r"|generally|typically)\b", re.IGNORECASE)
+# a period of one's life: "in my twenties", "in my 30s", "as a kid", "at uni", "in high school"
+_LIFE_PERIOD = re.compile(r"\b(?:in (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?(?:teens|twenties|thirties|forties|fifties"
+                          r"|sixties|seventies|[2-9]0s)|as an? (?:kid|child|teenager|teen|student|toddler|baby)"
+                          r"|(?:at|in) (?:uni|university|college|high school|primary school|secondary school|grad school))\b",
+                          re.IGNORECASE)
+
+
+def _life_periods(t: str) -> frozenset[str]:
+    """The periods of a life `t` names, by their last word ("twenties", "kid", "uni")."""
+    return frozenset(m.group(0).lower().split()[-1] for m in _LIFE_PERIOD.finditer(_PAREN.sub(" ", t.replace("\u2019", "'"))))
+
+
 def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, both_recurring: bool,
                        both_own: bool, other_amounts: bool, same_thing: bool) -> bool:
     """The look-alikes a weak change word does not undo (the module docstring): an addition (its
     marker the only change word: "started eating fish again", "vegan now, ... too" are changes),
-    a routine started on other days doing another thing, a purchase of another thing."""
+    a routine started on other days doing another thing, an exception on some days to what is
+    usual ("at the Bristol office on Wednesdays now" after "the London office most days"), a
+    purchase of another thing."""
     if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
         return True
     if both_recurring and when_new and when_old and not when_new & when_old and both_own and not same_thing:
+        return True
+    if _WEEKDAYS.search(_PAREN.sub(" ", new)) and not _HABITUAL.search(new) and _HABITUAL.search(old) \
+            and not _RECURRING.search(_PAREN.sub(" ", old)) and both_own and not same_thing:
         return True
     bought_new, bought_old = _purchase(new), _purchase(old)
     return bool(other_amounts and bought_new and bought_old and bought_new != bought_old)
@@ -250,13 +282,20 @@ def distinct_facts(new: str, old: str) -> bool:
     same_thing = own_new is not None and own_new == own_old
     holds = _weak_change_holds(t_new, t_old, when_new, when_old, recurs_new and recurs_old, both_own, other_amounts,
                                same_thing)
+    periods_new, periods_old = _life_periods(t_new), _life_periods(t_old)
+    if periods_new and periods_old and not periods_new & periods_old:
+        return True  # two periods of a life: "in my twenties I worked in retail" / "switched to teaching in my thirties"
     if changed(t_new):
         if STRONG_CHANGE.search(t_new):
             return False
         if holds:
             return True
-        if changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old):
-            return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag"
+        if not changed(_NEW.sub(" ", t_new)) and when_new and when_old and not when_new & when_old and other_amounts \
+                and is_past_tense(t_new) and is_past_tense(t_old):
+            return True  # two past results at two times: "this year ... 49 minutes, a new personal best"
+        if changed(_NEW.sub(" ", t_new)) or not (_new_thing(t_new, t_old) or other_head(t_new, t_old)):
+            return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag",
+            # "my phone case is cracked so I ordered a new one" after "my phone contract renews"
     if other_head(t_new, t_old):
         return True
     recurring = recurs_new or recurs_old

@@ -55,7 +55,8 @@ STRONG_CHANGE = re.compile(
     r"|changing|moved|relocated|rescheduled|postponed|pushed (?:back|out)|brought forward|bumped|broke up|split up"
     r"|divorced|got (?:married|engaged|divorced|promoted|fired|laid off|hired)|(?<!getting )(?<!get )(?<!got )"
     r"(?<!be )(?<!is )(?<!are )used to|cancell?ed|sold|replaced"
-    r"|upgraded|downgraded|promoted|transferred|instead|passed away|down to|went up|went down|raised|increased"
+    r"|upgraded|downgraded|promoted|transferred|instead|passed away|down to|went up"
+    r"|went down(?! (?:even |really |so |very )?(?:well|better|great|a treat|a storm))|raised|increased"  # not "went down well"
     r"|decreased|lowered|cut (?:down|back|out)|dropped out|turns out|turned out|(?:is|are) off|took (?:me|the \w+|him|her|them) off"
     r"|(?:haven't|hasn't|have not|has not) \w+ .{0,20}in (?:weeks|months|ages|years)|got rid of|from now on"
     r"|grew|shrank|rose|fell to|up to|changed (?:my|the \w+'s|his|her|their|our) minds?)\b", re.IGNORECASE)
