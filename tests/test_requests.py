@@ -57,6 +57,17 @@ def test_what_a_request_states_is_kept_without_the_request():
     assert is_pleasantry("Happy to help!") and not is_pleasantry("I'm happy with my new job.")
 
 
+def test_an_assistants_acknowledgement_is_no_fact():
+    """"Got it, thanks for letting me know." makes no unit (each of them was a unit, superseding
+    its own copies, in the update bench's memories); a statement after "thanks" or "okay" stays."""
+    for ack in ("Got it, thanks for letting me know.", "Thanks for telling me, noted.", "Okay, noted!",
+                "Good to know, I'll remember that.", "Thanks for the update.", "Got it."):
+        assert is_pleasantry(ack), ack
+        assert said(ack, "assistant") == [], ack
+    for fact in ("Thanks, my sister loved the gift.", "Okay, I moved to Leeds.", "Got it, you live in Leeds now."):
+        assert not is_pleasantry(fact), fact
+
+
 def test_questions_between_named_people_stay():
     assert said("Did you go to the concert in Boston?", "Jon") == ["Did you go to the concert in Boston?"]
 

@@ -6,7 +6,8 @@ The rule extractor (`RuleExtractor`, `drop_requests`) makes no unit of:
   list", "Please recommend a book.", "Help me plan meals for the week.", "Give me three ideas.",
   "I need some ideas for a gift.", "I'd like you to rewrite this.");
 - a pleasantry ("Great question!", "Happy to help.", "I hope this helps!", "Let me know if ...",
-  "Feel free to ask.", "You're welcome.").
+  "Feel free to ask.", "You're welcome."), or an acknowledgement ("Got it, thanks for letting me
+  know.", "Okay, noted!").
 
 The turn itself stays stored and searchable as a raw turn. What a request says about its speaker
 in a clause of its own is kept: "I'm vegan, can you suggest some recipes?" and "Since I just
@@ -82,10 +83,20 @@ def is_request(sentence: str) -> bool:
     return s.rstrip(" \"')\u201d").endswith("?") or bool(_REQUEST_RE.match(s))
 
 
+# an acknowledgement, the whole sentence ("Got it, thanks for letting me know.", "Okay, noted!",
+# "Good to know, I'll remember that."): each of its clauses one of these
+_ACK = (r"(?:got\s+it|noted|ok(?:ay)?|understood|good\s+to\s+know|sounds\s+good|will\s+do|gotcha"
+        r"|thanks?(?:\s+you)?(?:\s+so\s+much)?(?:\s+for\s+(?:letting\s+me\s+know|telling\s+me|the\s+(?:update|info)"
+        r"|sharing(?:\s+that)?))?|i'?ll\s+(?:remember|keep)\s+(?:that|it)(?:\s+in\s+mind)?)")
+_ACK_RE = re.compile(rf"^\W*{_ACK}(?:[\s,;.!-]+{_ACK})*[\s.!]*$", re.IGNORECASE)
+
+
 def is_pleasantry(sentence: str) -> bool:
     """Whether `sentence` is politeness alone ("Great question!", "Happy to help.", "Hope this
-    helps!", "Let me know if you need anything else.")."""
-    return bool(_PLEASANTRY_RE.match(sentence.replace("\u2019", "'").strip()))
+    helps!", "Let me know if you need anything else.") or an acknowledgement ("Got it, thanks for
+    letting me know.", "Okay, noted!")."""
+    s = sentence.replace("\u2019", "'").strip()
+    return bool(_PLEASANTRY_RE.match(s) or _ACK_RE.match(s))
 
 
 def statement_clauses(sentence: str) -> list[str]:
