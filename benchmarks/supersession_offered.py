@@ -13,6 +13,8 @@ import re
 import sqlite3
 import sys
 
+from etamem.facts.supersession import parse_reply
+
 _PROMPT = re.compile(r"New statement:\n(.*?)\n\nOlder statements:\n(.*?)\n\nAnswer", re.S)
 
 
@@ -36,10 +38,13 @@ def offered(data: str, cache: str) -> dict:
             if len(_words(new) & new_words) >= max(2, 0.5 * len(_words(new))):
                 for line in candidates.splitlines():
                     if len(_words(line) & old_words) >= max(2, 0.5 * len(old_words)):
-                        hit = (line.split(" ")[1], response)
+                        hit = (line.split(" ")[1], [c.split(" ")[1] for c in candidates.splitlines()], response)
         if hit:
             n_offered += 1
-            n_replaced += hit[0] in re.findall(r'"id"\s*:\s*"(\d+)"', hit[1])
+            try:  # read as the engine reads it; an unusable reply falls back to the rules there
+                n_replaced += hit[0] in {uid for uid, _ in parse_reply(hit[2], hit[1])}
+            except ValueError:
+                pass
     return {"scenarios": len(scenarios), "offered": n_offered, "replaced": n_replaced, "calls": len(calls)}
 
 

@@ -223,23 +223,25 @@ def _purchase(text: str) -> str | None:
     return stem(m.group(2).lower()) if m else None
 
 
-_WEEKDAYS = re.compile(r"\b(?:on )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s\b", re.IGNORECASE)
+_WEEKDAYS = re.compile(r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s\b", re.IGNORECASE)
 _HABITUAL = re.compile(r"\b(?:most (?:days|nights|mornings|evenings|weeks)|most of the time|usually|normally|mostly"
                        r"|generally|typically)\b", re.IGNORECASE)
 # a period of one's life: "in my twenties", "in my 30s", "as a kid", "at uni", "in high school"
-_LIFE_PERIOD = re.compile(r"\b(?:in (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?(?:teens|twenties|thirties|forties|fifties"
-                          r"|sixties|seventies|[2-9]0s)|as an? (?:kid|child|teenager|teen|student|toddler|baby)"
+_LIFE_PERIOD = re.compile(r"\b(?:in (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?"
+                          r"(?:teens|twenties|thirties|forties|fifties|sixties|seventies|[2-9]0s)"
+                          r"|as an? (?:kid|child|teenager|teen|student|toddler|baby)"
                           r"|(?:at|in) (?:uni|university|college|high school|primary school|secondary school|grad school))\b",
                           re.IGNORECASE)
 
 
 def _life_periods(t: str) -> frozenset[str]:
-    """The periods of a life `t` names, by their last word ("twenties", "kid", "uni")."""
-    return frozenset(m.group(0).lower().split()[-1] for m in _LIFE_PERIOD.finditer(_PAREN.sub(" ", t.replace("\u2019", "'"))))
+    """The periods of a life `t` (apostrophes already plain) names, by their last word ("twenties",
+    "kid", "uni")."""
+    return frozenset(m.group(0).lower().split()[-1] for m in _LIFE_PERIOD.finditer(_PAREN.sub(" ", t)))
 
 
-def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, both_recurring: bool,
-                       both_own: bool, other_amounts: bool, same_thing: bool) -> bool:
+def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, recurs_new: bool,
+                       recurs_old: bool, both_own: bool, other_amounts: bool, same_thing: bool) -> bool:
     """The look-alikes a weak change word does not undo (the module docstring): an addition (its
     marker the only change word: "started eating fish again", "vegan now, ... too" are changes),
     a routine started on other days doing another thing, an exception on some days to what is
@@ -247,10 +249,11 @@ def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozen
     purchase of another thing."""
     if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
         return True
-    if both_recurring and when_new and when_old and not when_new & when_old and both_own and not same_thing:
+    if recurs_new and recurs_old and when_new and when_old and not when_new & when_old and both_own \
+            and not same_thing:
         return True
     if _WEEKDAYS.search(_PAREN.sub(" ", new)) and not _HABITUAL.search(new) and _HABITUAL.search(old) \
-            and not _RECURRING.search(_PAREN.sub(" ", old)) and both_own and not same_thing:
+            and not recurs_old and both_own and not same_thing:
         return True
     bought_new, bought_old = _purchase(new), _purchase(old)
     return bool(other_amounts and bought_new and bought_old and bought_new != bought_old)
@@ -274,13 +277,13 @@ def distinct_facts(new: str, old: str) -> bool:
     if move_within(t_new, t_old):
         return True
     when_new, when_old = _times(t_new), _times(t_old)
-    recurs_new, recurs_old = bool(_RECURRING.search(_PAREN.sub(" ", t_new))), bool(_RECURRING.search(_PAREN.sub(" ", t_old)))
+    recurs_new, recurs_old = (bool(_RECURRING.search(_PAREN.sub(" ", t))) for t in (t_new, t_old))
     amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
     other_amounts = bool(amounts_new and amounts_old and amounts_new != amounts_old)
     both_own = bool(_content(t_new) - _content(t_old) and _content(t_old) - _content(t_new))  # a word on each side
     own_new, own_old = _own_subject(t_new), _own_subject(t_old)
     same_thing = own_new is not None and own_new == own_old
-    holds = _weak_change_holds(t_new, t_old, when_new, when_old, recurs_new and recurs_old, both_own, other_amounts,
+    holds = _weak_change_holds(t_new, t_old, when_new, when_old, recurs_new, recurs_old, both_own, other_amounts,
                                same_thing)
     periods_new, periods_old = _life_periods(t_new), _life_periods(t_old)
     if periods_new and periods_old and not periods_new & periods_old:
