@@ -1,6 +1,7 @@
 """The bundled demo through a local model: time per `add` and behind it (the LLM queue), per answer, calls and tokens by stage,
-units kept / rejected / from the rule fallback, every unit with its turn, and the answers beside
-their evidence (docs/llm.md, "Measured on this machine").
+units kept / rejected / from the rule fallback, every unit with its turn, the rank of each question's
+evidence turn in a search of the LLM-built memory and of one built by the rule extractor, and the
+answers beside their evidence (docs/llm.md, "Measured on this machine").
 
     python -m benchmarks.llm_demo --model qwen-0.5b [--out results.json]
 
@@ -51,13 +52,33 @@ def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
                            "text": u.text} for u in mem.list(space)],
                 "answers": [],
             }
+            record["evidence_rank"] = {"llm": evidence_ranks(mem, doc)}
             for q in doc["questions"]:
                 t = time.perf_counter()
                 ans = mem.answer(q["question"], space=space, now=q["now"])
                 record["answers"].append({"question": q["question"], "answer": ans.text, "llm": ans.llm_used,
                                           "s": round(time.perf_counter() - t, 1),
                                           "evidence": [turns[e].text for e in q["evidence"] if e in turns]})
+    # the same demo with the offline extractor and no LLM path, whatever $ETAMEM_LLM_MODEL says
+    rule_cfg = Config(extractor="rule", supersession="rules", restatements="rules", llm_summaries=False, top_k=10)
+    with Memory(config=rule_cfg) as rule_mem:
+        for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
+            rule_mem.add(list(session), space=space)
+        rule_mem.end_session(space)
+        record["rule_units"] = rule_mem.stats(space)["amus"]
+        record["evidence_rank"]["rule"] = evidence_ranks(rule_mem, doc)
     return record
+
+
+def evidence_ranks(mem: Memory, doc: dict, k: int = 20) -> list[int | None]:
+    """Per demo question: the rank (1-based) of its first evidence turn among the distinct source
+    turns of `mem.search(question, top_k=k)` (None: not among them)."""
+    space, out = doc["space"], []
+    for q in doc["questions"]:
+        ranked = list(dict.fromkeys(t for h in mem.search(q["question"], space=space, top_k=k, now=q["now"])
+                                    for t in h.source_turn_ids))
+        out.append(next((i for i, t in enumerate(ranked, 1) if t in q["evidence"]), None))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

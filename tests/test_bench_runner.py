@@ -295,6 +295,52 @@ def test_locomo_slice_fta_systems(tmp_path, locomo_dev, bench_models):
     assert len(qa) > 0
 
 
+def test_first_sessions_keeps_the_questions_answerable_there():
+    from etamem.bench.data import BenchConversation, BenchQuestion, first_sessions, select
+
+    turns = [{"turn_id": f"D{s}:{i}", "session_id": f"s{s}", "speaker": "A", "text": f"turn {s}.{i}"}
+             for s in (1, 2, 3) for i in (1, 2)]
+    qs = [BenchQuestion("q1", "c", "?", "a", "1", None, gold_turns=["D1:2"]),
+          BenchQuestion("q2", "c", "?", "a", "1", None, gold_turns=["D2:1", "D1:1"]),
+          BenchQuestion("q3", "c", "?", "a", "1", None, gold_turns=["D1:1", "D3:1"]),  # evidence past the cut
+          BenchQuestion("q4", "c", "?", "a", "5", None)]  # no evidence: nothing says it is answerable there
+    cut = first_sessions(BenchConversation("c", turns, qs), 2)
+    assert [t["turn_id"] for t in cut.turns] == ["D1:1", "D1:2", "D2:1", "D2:2"]
+    assert [q.qid for q in cut.questions] == ["q1", "q2"]
+    assert [q.qid for q in select([BenchConversation("c", turns, qs)], sessions=1)[0].questions] == ["q1"]
+    assert select([BenchConversation("c", turns, qs[2:3])], sessions=1) == []  # left without questions: dropped
+    with pytest.raises(ValueError, match="sessions"):
+        select([BenchConversation("c", turns, qs)], sessions=-1)
+
+
+def test_locomo_first_sessions_built_by_the_llm_without_answers(tmp_path, locomo_dev, chat_server, bench_models):
+    """--sessions N --no-qa: the LLM extracts every turn of the first session, nothing is
+    answered or judged, and the build record counts the extractor's turns and rejected units."""
+    chat_server.responder = responder
+    out = tmp_path / "out"
+    opts = BenchOptions("locomo", str(locomo_dev), out=str(out), systems=["full-context", "etamem"],
+                        conversations=["conv-26"], sessions=1, no_qa=True, model="m", base_url=chat_server.base_url,
+                        overrides={"extractor": "llm", "llm_summaries": False, "supersession": "rules"})
+    summary = run(opts, **bench_models)
+    sample = next(s for s in json.loads(locomo_dev.read_text()) if s["sample_id"] == "conv-26")
+    n_turns = len(sample["conversation"]["session_1"])
+    answerable = [q for q in sample["qa"] if q["category"] != 5 and q.get("evidence")
+                  and all(e.startswith("D1:") for e in q["evidence"])]
+    assert list(summary["systems"]) == ["etamem"]  # full context needs answers
+    assert summary["systems"]["etamem"]["retrieval"]["questions"] == len(answerable) > 0
+    stages = _stages(chat_server)
+    assert stages["extract"] == n_turns and stages["answer"] == stages["judge"] == 0
+    builds = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines() if '"build"' in x]
+    assert len(builds) == 1 and builds[0]["turns"] == n_turns
+    assert builds[0]["extraction"]["turns"] == n_turns and builds[0]["extraction"]["rejected_units"] == 0
+    assert builds[0]["extraction"]["llm_units"] == n_turns  # the scripted model: each turn as its one fact
+    assert f"| {n_turns} / 0, 0 |" in (out / "report.md").read_text()
+    assert summary["settings"]["sessions"] == 1
+    assert any("--no-qa" in n for n in summary["notes"]) and any("first 1 sessions" in n for n in summary["notes"])
+    with pytest.raises(ValueError, match="locomo only"):
+        run(BenchOptions("prefeval", str(locomo_dev), out=str(tmp_path / "p"), sessions=1), **bench_models)
+
+
 def test_cli_bench_prints_table_and_wall_time(tmp_path, locomo_dev, monkeypatch, capsys):
     from etamem.cli import main
 

@@ -7,7 +7,7 @@ from etamem.bench.metrics import normalise_evidence
 from etamem.ingest.datasets import read_locomo, read_longmemeval, shape_guard
 
 __all__ = ["DATASETS", "LOCOMO_CATEGORIES", "LONGMEMEVAL_TYPES", "BenchConversation", "BenchQuestion", "load",
-           "load_locomo", "load_longmemeval", "select"]
+           "first_sessions", "load_locomo", "load_longmemeval", "select"]
 
 DATASETS = ("locomo", "locomo-plus", "longmemeval", "prefeval", "updates")
 LOCOMO_CATEGORIES = (1, 2, 3, 4)  # 5 (adversarial) is excluded from the usual score
@@ -86,9 +86,13 @@ def load(dataset: str, path: str | None, *, locomo: str | None = None, filler: s
 
 
 def select(conversations: list[BenchConversation], *, limit: int = 0, spaces: list[str] | None = None,
-           qids: list[str] | None = None, per_conversation: int = 0) -> list[BenchConversation]:
-    """Subset: named spaces, the first `limit` conversations, named question ids, the first
-    `per_conversation` questions of each; conversations left without questions are dropped."""
+           qids: list[str] | None = None, per_conversation: int = 0, sessions: int = 0) -> list[BenchConversation]:
+    """Subset: named spaces, the first `limit` conversations, each cut to its first `sessions`
+    sessions (in turn order) with only the questions whose evidence turns all lie in them, named
+    question ids, the first `per_conversation` questions of each; conversations left without
+    questions are dropped."""
+    if sessions < 0:
+        raise ValueError(f"sessions: expected a positive number of sessions, got {sessions}")
     convs = [c for c in conversations if not spaces or c.space in spaces]
     if spaces:
         missing = sorted(set(spaces) - {c.space for c in convs})
@@ -97,6 +101,8 @@ def select(conversations: list[BenchConversation], *, limit: int = 0, spaces: li
     convs = convs[: limit or None]
     out = []
     for c in convs:
+        if sessions:
+            c = first_sessions(c, sessions)
         qs = [q for q in c.questions if not qids or q.qid in qids]
         qs = qs[: per_conversation or None]
         if qs:
@@ -104,3 +110,18 @@ def select(conversations: list[BenchConversation], *, limit: int = 0, spaces: li
     if qids and not out:
         raise ValueError("--questions: none of the given question ids was found")
     return out
+
+
+def first_sessions(conv: BenchConversation, n: int) -> BenchConversation:
+    """`conv` cut to its first `n` sessions (in turn order) and the questions whose gold turns all
+    lie in them (a question without gold turns is dropped: nothing says it is answerable there)."""
+    kept: list[str] = []
+    for t in conv.turns:
+        if t["session_id"] not in kept:
+            if len(kept) == n:
+                break
+            kept.append(t["session_id"])
+    turns = [t for t in conv.turns if t["session_id"] in kept]
+    ids = {t["turn_id"] for t in turns}
+    qs = [q for q in conv.questions if q.gold_turns and set(q.gold_turns) <= ids]
+    return BenchConversation(conv.space, turns, qs, conv.user_turns & ids)

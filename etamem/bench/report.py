@@ -101,8 +101,10 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
         names = sorted({m for r in rr for m in r["metrics"]})
         builds = [records[k] for s in spaces for c in spec.constructions if (k := ("build", c, s)) in records]
         by_q = {r["qid"]: r for r in qa if r.get("routing")} | {r["qid"]: r for r in rr if r.get("routing")}
-        llm = {}
+        llm, extraction = {}, {}
         for b in builds:
+            for name, n in b.get("extraction", {}).items():
+                extraction[name] = extraction.get(name, 0) + n
             for stage, cost in b.get("llm", {}).items():
                 tot = llm.setdefault(stage, {"calls": 0, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
                 for f in tot:
@@ -130,7 +132,7 @@ def summarise(dataset: str, convs: list[BenchConversation], specs: list[SystemSp
                 "answer_fallbacks": sum(bool(r.get("answer_fallback")) for r in qa),
                 "errors": error_analysis(qa)},
             "cost": {"build_spaces": len(builds), "build_wall_s": sum(b["wall_s"] for b in builds) if builds else None,
-                     "build_llm": llm, "build_amus": sum(b["amus"] for b in builds) if builds else None,
+                     "build_llm": llm, "build_extraction": extraction, "build_amus": sum(b["amus"] for b in builds) if builds else None,
                      "build_turns": sum(b["turns"] for b in builds) if builds else None,
                      "peak_rss_mb": max([r.get("peak_rss_mb", 0) for r in rr] + [b["peak_rss_mb"] for b in builds],
                                         default=None)},
@@ -368,9 +370,17 @@ def cost_table(summary: dict) -> list[str]:
                      _f(per_turn, 2), _f(c["build_wall_s"], 1),
                      str(calls) if c["build_spaces"] else "–", str(tokens) if c["build_spaces"] else "–",
                      _f(s["retrieval"]["ms_per_query"], 1), _f(qa.get("answer_tokens_per_question"), 0),
-                     _f(qa.get("ms_per_answer"), 0), _f(c["peak_rss_mb"], 0)])
+                     _f(qa.get("ms_per_answer"), 0), _f(c["peak_rss_mb"], 0), _extraction_cell(c)])
     return _table(["system", "store", "units", "units/turn", "build s", "build LLM calls", "build LLM tokens", "ms/query",
-                   "answer tok/q", "ms/answer", "peak RSS MB"], rows)
+                   "answer tok/q", "ms/answer", "peak RSS MB", "LLM / rule turns, rejected units"], rows)
+
+
+def _extraction_cell(cost: dict) -> str:
+    """"LLM turns / rule-fallback turns, units rejected by grounding" of an LLM extractor's builds, else "–"."""
+    ex = cost.get("build_extraction") or {}
+    if "llm_units" not in ex:
+        return "–"
+    return f"{ex['turns'] - ex['fallback_turns']} / {ex['fallback_turns']}, {ex.get('rejected_units', 0)}"
 
 
 def mode_line(settings: dict) -> str:

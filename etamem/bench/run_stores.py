@@ -218,6 +218,8 @@ class Workbench:
         if conv.space in mem.spaces():
             mem.delete(space=conv.space)
         before = self.llm.usage() if self.llm is not None else {}
+        extractor = self._extraction_caches.get(construction)
+        counted = extractor.stats if extractor is not None else {}
         t0 = time.perf_counter()
         for _, session in groupby(conv.turns, key=lambda t: t["session_id"]):
             mem.add(list(session), space=conv.space)
@@ -227,8 +229,12 @@ class Workbench:
         self._check_extracted(mem, construction, conv)
         wall = time.perf_counter() - t0
         llm = usage_delta(before, self.llm.usage()) if self.llm is not None else {}
+        # the extractor's counters for this build (turns the LLM extracted or the rules made, units rejected by
+        # grounding); a turn found in the extraction cache counts nowhere
+        extraction = {k: v - counted.get(k, 0) for k, v in extractor.stats.items()} if extractor is not None else {}
         return {"construction": construction, "space": conv.space, "wall_s": wall, "turns": len(conv.turns),
-                "amus": mem.store.count_amus(conv.space), "llm": llm, "peak_rss_mb": peak_rss_mb()}
+                "amus": mem.store.count_amus(conv.space), "llm": llm, "extraction": extraction,
+                "peak_rss_mb": peak_rss_mb()}
 
     @staticmethod
     def _check_extracted(mem, construction: str, conv: BenchConversation) -> None:

@@ -86,6 +86,8 @@ class BenchOptions:
     budget_tokenizer: str | None = None  # evidence within the reader's budget, counted by this tokenizer (budget.py)
     context_tokens: int | None = None  # answer prompts cut to this many tokens of budget_tokenizer (qa_context.py)
     sample: int = 0  # a seeded sample of this many questions, stratified by category (sample.py)
+    sessions: int = 0  # LoCoMo: each conversation cut to its first N sessions, questions with all evidence in them
+    no_qa: bool = False  # the LLM builds the stores (extraction, links) but answers nothing: retrieval metrics only
 
 
 class ResultLog:
@@ -164,7 +166,8 @@ def _settings(opts: BenchOptions, config: Config, ks, pool: int, qa_turns: int) 
                 **_preset_config(opts).to_dict(), "m_max_bounds": list(config.m_max_bounds)}).items()},
             "judge_model": None if model is None else (opts.judge_model or model),
             "context_tokens": opts.context_tokens,
-            "context_tokenizer": opts.budget_tokenizer if opts.context_tokens else None}
+            "context_tokenizer": opts.budget_tokenizer if opts.context_tokens else None,
+            "sessions": opts.sessions or None}
 
 
 def _load(opts: BenchOptions) -> list[BenchConversation]:
@@ -283,8 +286,10 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     if opts.context_tokens is not None and (opts.context_tokens < 1 or not opts.budget_tokenizer):
         raise ValueError("context_tokens: a positive number of tokens, counted with the reader's tokenizer "
                          "(--tokenizer MODEL|PATH|estimate)")
+    if opts.sessions and opts.dataset != "locomo":
+        raise ValueError(f"--sessions applies to locomo only, not {opts.dataset}")
     convs = select(_load(opts), limit=opts.limit, spaces=opts.conversations,
-                   qids=opts.questions, per_conversation=opts.per_conversation)
+                   qids=opts.questions, per_conversation=opts.per_conversation, sessions=opts.sessions)
     if opts.sample:
         from etamem.bench.sample import stratified
 
@@ -295,6 +300,7 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
     settings_path = out / "settings.json"
     if settings_path.exists():
         old = {"mode": "pool", "budget": None, "roles": False, "context_tokens": None, "context_tokenizer": None,
+               "sessions": None,
                **({"filler_chats": None, "filler_turns": None} if opts.dataset == "updates" else {}),
                **json.loads(settings_path.read_text(encoding="utf-8"))}
         if old != settings:
@@ -326,6 +332,10 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
                      "build_conv.py.")
     if opts.dataset in RETRIEVAL_ONLY:
         specs = [s for s in specs if s.kind != "full_context"]
+    elif llm is not None and opts.no_qa:
+        notes.append("--no-qa: the LLM builds the stores (extraction, links) and answers nothing; full context "
+                     "skipped.")
+        specs = [s for s in specs if not s.needs_llm]
     elif llm is None:
         notes.append("No LLM configured: QA metrics (judge accuracy, F1, BLEU-1) not computed; "
                      "full context skipped. Set --model / ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY.")
@@ -353,6 +363,9 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
         notes.append(f"Answer prompts: at most {opts.context_tokens} tokens each (the whole prompt, counted with "
                      f"{tokens[0]}), every system filling them in rank order, evidence first (bench/qa_context.py); "
                      "full context is not cut.")
+    if opts.sessions:
+        notes.append(f"Each conversation cut to its first {opts.sessions} sessions; only the questions whose "
+                     "evidence turns all lie in them.")
     if opts.sample:
         notes.append(f"Questions: a sample of {opts.sample} stratified by category (seed {config.seed}; "
                      "bench/sample.py), nested: a smaller sample with the same seed is part of it.")
@@ -363,7 +376,8 @@ def run(opts: BenchOptions, *, text_encoder=None, affect_tagger=None) -> dict:
         bar = tqdm(total=sum(len(c.questions) for c in convs) * len(specs), unit="q", desc=f"bench {opts.dataset}")
     try:
         for conv in convs:
-            _run_conversation(opts.dataset, conv, specs, wb, results, builds, llm, judge, ks, qa_turns, config,
+            _run_conversation(opts.dataset, conv, specs, wb, results, builds, None if opts.no_qa else llm, judge,
+                              ks, qa_turns, config,
                               tokens, opts.context_tokens, bar)
             log.info("%s: done", conv.space)
     finally:

@@ -88,11 +88,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-model", default=None, help="judge model (default: the answer model)")
     p.add_argument("--judge-base-url", default=None)
     p.add_argument("--no-llm", action="store_true", help="ignore any configured LLM (retrieval metrics only)")
+    p.add_argument("--no-qa", action="store_true",
+                   help="the LLM builds the stores (extraction, links: --set extractor=llm) but answers nothing: "
+                   "retrieval metrics and construction cost only")
     p.add_argument("--limit", type=int, default=0, help="only the first N conversations (LongMemEval: questions; PrefEval: trials)")
     p.add_argument("--conversations", nargs="+", default=None, metavar="ID", help="LoCoMo sample ids / LongMemEval question ids")
     p.add_argument("--questions", nargs="+", default=None, metavar="QID",
                    help="question ids (LoCoMo: <sample_id>:q<index in qa>)")
     p.add_argument("--per-conversation", type=int, default=0, help="only the first N questions of each conversation")
+    p.add_argument("--sessions", type=int, default=0, metavar="N",
+                   help="LoCoMo: each conversation cut to its first N sessions, with only the questions whose "
+                   "evidence lies in them (a memory short enough to build with a local LLM)")
     p.add_argument("--seed", type=int, default=None, help="Config seed (everything random is seeded)")
     p.add_argument("--stores", default=None, help="store directory (default <out>/stores); reused across runs")
     p.add_argument("--config", default=None, help="JSON file with Config values")
@@ -145,7 +151,8 @@ def options_from_args(args):
                         roles=args.roles, locomo=args.locomo, filler=args.filler, split=args.split,
                         filler_chats=args.filler_chats, filler_turns=args.filler_turns,
                         preset=args.preset, sweep=args.sweep, budget_tokenizer=args.tokenizer,
-                        context_tokens=args.context_tokens, sample=args.sample)
+                        context_tokens=args.context_tokens, sample=args.sample, sessions=args.sessions,
+                        no_qa=args.no_qa)
 
 
 def cmd_bench(args) -> int:
