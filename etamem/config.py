@@ -124,6 +124,10 @@ class Config:
             attribute links two facts.
         supersession_slots: Rules also link two facts of one exclusive attribute slot
             (`etamem.facts.slots`).
+        supersession_llm_gate: Which older facts the LLM classifier is asked about: "rules"
+            (those sharing a subject by the rules' test, or cosine >= 0.6), "slots" (also those
+            in the new fact's attribute slot) or "all" (every candidate: a call for nearly every
+            new fact). See `etamem.facts.supersession.LLMSupersession`.
         current_first: Search ranks a superseded unit right after what replaced it.
 
     **Time.**
@@ -350,6 +354,7 @@ class Config:
     supersession: str = "auto"  # "auto" (llm when configured, else rules) | "rules" | "llm" | "off"
     supersession_floor: float = 0.4  # below this cosine only a replacement word within one exclusive attribute links
     supersession_slots: bool = True  # rules also link two facts of one exclusive attribute slot (etamem.facts.slots)
+    supersession_llm_gate: str = "rules"  # "rules" | "slots" | "all": the older facts the LLM classifier sees
     current_first: bool = True  # search: a superseded unit ranks right after what replaced it
 
     # --- time ------------------------------------------------------------------
@@ -776,6 +781,7 @@ _CHOICES = {
     "affect_backend": ("auto", "roberta", "vader"),
     "extractor": ("auto", "rule", "llm"),
     "supersession": ("auto", "rules", "llm", "off"),
+    "supersession_llm_gate": ("rules", "slots", "all"),
     "restatements": ("auto", "rules", "llm", "off"),
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),

@@ -157,7 +157,8 @@ class AMUUnits:
 def make_supersession(engine: Engine):
     """The `supersedes` classifier `engine`'s config asks for: None ("off"), an LLM's with the
     rules as fallback ("llm", or "auto" with an LLM), else the rules, with the attribute slots
-    (`etamem.facts.slots`) unless `supersession_slots` is off. ValueError when "llm" has no LLM."""
+    (`etamem.facts.slots`) unless `supersession_slots` is off; the LLM's gate is
+    `supersession_llm_gate`. ValueError when "llm" has no LLM."""
     from etamem.facts.supersession import LLMSupersession, RuleSupersession
 
     config = engine.config
@@ -169,8 +170,17 @@ def make_supersession(engine: Engine):
         from etamem.facts.slots import SlotSupersession
 
         rules = SlotSupersession(engine.text_encoder, rules)
-    return None if mode == "off" else (
-        LLMSupersession(engine.llm, rules, temperature=config.fta_construction_temperature) if use_llm else rules)
+    if mode == "off":
+        return None
+    if not use_llm:
+        return rules
+    gate = {}
+    if config.supersession_llm_gate == "slots":
+        from etamem.facts.slots import AttributeSlots
+
+        gate = {"slots": AttributeSlots(), "encoder": engine.text_encoder}
+    return LLMSupersession(engine.llm, rules, temperature=config.fta_construction_temperature,
+                           gate=config.supersession_llm_gate, **gate)
 
 
 def make_restatement(engine: Engine):

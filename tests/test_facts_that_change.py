@@ -280,6 +280,43 @@ def test_the_llm_classifier_asks_once_and_falls_back_to_the_rules(chat_server):
     assert clf.classify("The user moved to Milwaukee.", "user", cands) == rules and clf.stats["fallbacks"] == 1
 
 
+def test_the_llm_gate_decides_which_older_facts_the_model_sees(minilm, chat_server):
+    """"rules": no call for a new car beside the old one (no shared subject word, cosine 0.42);
+    "slots": the old car, in the same attribute slot, and nothing else; "all": every candidate."""
+    import numpy as np
+
+    from etamem.facts.slots import AttributeSlots
+
+    new = "The user got a Tesla Model 3 last week."
+    texts = ["The user drives a Honda Civic.", "The user loves jazz.", "The user is a software engineer at a bank."]
+    vecs = np.asarray(minilm.encode([new, *texts]), np.float32)
+    cands = [Candidate(f"u{i}", t, "user", T0, float(vecs[0] @ vecs[i + 1]), vector=vecs[i + 1])
+             for i, t in enumerate(texts)]
+    chat_server.responder = lambda request: json.dumps({"replaced": []})
+    llm = LLMClient("test-model", base_url=chat_server.base_url, max_retries=0)
+
+    def shown(clf) -> list[str]:
+        before = len(chat_server.requests)
+        assert clf.classify(new, "user", cands, vector=vecs[0]) == []
+        if len(chat_server.requests) == before:
+            return []
+        return [t for t in texts if t in chat_server.requests[-1]["messages"][-1]["content"]]
+
+    assert shown(LLMSupersession(llm)) == []
+    slots = LLMSupersession(llm, gate="slots", slots=AttributeSlots(), encoder=minilm)
+    assert shown(slots) == texts[:1] and slots.uses_vectors and slots.min_similarity < 0.25
+    assert shown(LLMSupersession(llm, gate="all")) == texts
+    with pytest.raises(ValueError, match="needs the attribute slots"):
+        LLMSupersession(llm, gate="slots")
+    with pytest.raises(ValueError, match="expected one of"):
+        LLMSupersession(llm, gate="some")
+    mem = memory(minilm, supersession="llm", supersession_llm_gate="slots", llm_model="test-model",
+                 llm_base_url=chat_server.base_url)
+    assert classifier(mem).gate == "slots" and classifier(mem).uses_vectors
+    with pytest.raises(ValueError, match="supersession_llm_gate"):
+        Config.from_dict({"supersession_llm_gate": "some"})
+
+
 # --- FTA units ------------------------------------------------------------------------------------
 def test_fta_units_get_supersedes_links_history_and_current_first(minilm):
     mem = memory(minilm, method="fta")

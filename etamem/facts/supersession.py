@@ -421,32 +421,68 @@ class RuleSupersession:
         return out
 
 
+LLM_GATES = ("rules", "slots", "all")
+
+
 class LLMSupersession:
     """The LLM's judgement (prompt `supersession.txt`: JSON `{"replaced": [{"id", "confidence"}]}`);
-    `fallback` (the rules) on an unusable reply. Candidates go to the LLM only when they pass the
-    rules' subject test or are very similar (cosine >= 0.6), so most writes make no call."""
+    `fallback` (the rules) on an unusable reply. Which candidates the LLM sees (`gate`): "rules",
+    those that pass the rules' subject test or are very similar (cosine >= 0.6), so most writes
+    make no call; "slots", also those in the new fact's exclusive attribute slot (`slots`, an
+    `etamem.facts.slots.AttributeSlots` over `encoder`: needs the vectors, `uses_vectors`); "all",
+    every candidate `find_supersessions` proposes (a call for nearly every new fact)."""
 
     def __init__(self, llm: Any, fallback: SupersessionClassifier | None = None, *,
-                 temperature: float | None = None) -> None:
+                 temperature: float | None = None, gate: str = "rules", slots: Any = None,
+                 encoder: Any = None) -> None:
+        if gate not in LLM_GATES:
+            raise ValueError(f"supersession gate: expected one of {LLM_GATES}, got {gate!r}")
+        if gate == "slots" and (slots is None or encoder is None):
+            raise ValueError("supersession gate 'slots' needs the attribute slots and the text encoder")
         self.llm = llm
         self.fallback = fallback if fallback is not None else RuleSupersession()
         self.temperature = temperature
+        self.gate, self.slots, self.encoder = gate, slots, encoder
+        self.uses_vectors = gate == "slots"
+        if gate == "slots":  # a slot's two values can be far apart
+            from etamem.facts.slots import SLOT_FLOOR
+
+            self.min_similarity = SLOT_FLOOR
         self.stats = {"calls": 0, "fallbacks": 0}
 
     def warm(self) -> None:
-        """The fallback's models loaded now (`Memory.warm`; the rules' attribute slots)."""
+        """The fallback's models and the gate's slot prototypes loaded now (`Memory.warm`)."""
         warm = getattr(self.fallback, "warm", None)
         if warm is not None:
             warm()
+        if self.gate == "slots":
+            self.slots.warm(self.encoder)
 
-    def classify(self, new_text: str, speaker: str, candidates: Sequence[Candidate]) -> list[tuple[str, float]]:
-        """LLMUnavailable (no reply after the client's retries) propagates: the write stays pending."""
+    def offered(self, new_text: str, speaker: str, candidates: Sequence[Candidate],
+                vector: np.ndarray | None = None) -> list[Candidate]:
+        """The candidates the LLM is asked about (the `gate`); `vector`: the new unit's text vector."""
+        facts = [c for c in candidates if is_fact(c.text)]
+        if self.gate == "all":
+            return facts
+        in_slot: set[str] = set()
+        with_vectors = [c for c in facts if c.vector is not None]
+        if self.gate == "slots" and vector is not None and with_vectors:
+            names = self.slots.shared(vector, np.stack([c.vector for c in with_vectors]), self.encoder)
+            in_slot = {c.unit_id for c, name in zip(with_vectors, names) if name is not None}
+        return [c for c in facts if c.similarity >= 0.6 or c.unit_id in in_slot
+                or same_subject(new_text, c.text, speaker)]
+
+    def classify(self, new_text: str, speaker: str, candidates: Sequence[Candidate],
+                 vector: np.ndarray | None = None, at: datetime | None = None) -> list[tuple[str, float]]:
+        """LLMUnavailable (no reply after the client's retries) propagates: the write stays pending.
+        `vector`: the new unit's text vector (the "slots" gate); `at`: when it was said (unused)."""
         from etamem.models.llm import LLMError
         from etamem.models.prompt_files import render_prompt
 
-        pool = [c for c in candidates if is_fact(c.text)
-                and (c.similarity >= 0.6 or same_subject(new_text, c.text, speaker))]
-        if not pool or not is_fact(new_text):
+        if not is_fact(new_text):
+            return []
+        pool = self.offered(new_text, speaker, candidates, vector)
+        if not pool:
             return []
         # short ids: small models shorten or invent the long unit ids they are offered
         short = {str(i): c.unit_id for i, c in enumerate(pool, 1)}
@@ -595,7 +631,7 @@ def find_supersessions(units: Sequence, vectors: np.ndarray, near: Sequence[Sequ
     return links
 
 
-__all__ = ["CATEGORIES", "Candidate", "DISLIKE", "LIKE", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
+__all__ = ["CATEGORIES", "Candidate", "DISLIKE", "LIKE", "LLM_GATES", "LLMSupersession", "MAX_FACT_WORDS", "NEGATION",
            "CATEGORY_FLOOR", "REGIMES", "REPLACING", "RuleSupersession", "STRONG_CHANGE", "WEAK_CHANGE", "change_near_subject", "mentions", "quantity_change", "SUPERSEDES", "SupersessionClassifier", "attitude", "categories",
            "find_supersessions", "holder", "is_fact", "negated", "parse_reply", "regime_change", "same_frame_new_value",
            "same_subject", "subject_words", "supersedes"]
