@@ -5,13 +5,24 @@ run (OUT/llm_cache.sqlite). Statements are matched by their words of four letter
 extractor rewrites "I" as "the user"), so the counts are approximate.
 
     python -m benchmarks.supersession_offered etamem/data/updates_holdout3.json OUT/llm_cache.sqlite
+
+The reach of a candidate gate (`Config.supersession_llm_gate`) without a model: the same run with
+supersession=llm against a local endpoint that replaces nothing (no model, a second a set), then
+the counts of its calls and of the scenarios whose old statement was offered:
+
+    python -m benchmarks.supersession_offered --reach slots etamem/data/updates_holdout3.json
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+import subprocess
 import sys
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from etamem.facts.supersession import parse_reply
 
@@ -48,5 +59,45 @@ def offered(data: str, cache: str) -> dict:
     return {"scenarios": len(scenarios), "offered": n_offered, "replaced": n_replaced, "calls": len(calls)}
 
 
+class _NothingReplaced(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint whose every reply is `{"replaced": []}`."""
+
+    def do_POST(self):  # noqa: N802 (the http.server name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"id": "r", "object": "chat.completion", "model": "none", "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"replaced": []}'}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def reach(gate: str, data: str, filler: str = "../shared/data/prefeval") -> dict:
+    """`offered` of a `supersession=llm` run with `gate` (test split, filler cut to one chat of two
+    messages as in docs/benchmarks.md) against an endpoint that replaces nothing."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NothingReplaced)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            env = dict(os.environ, OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_port}/v1",
+                       OPENAI_API_KEY="not-needed", ETAMEM_LLM_MODEL="nothing-replaced")
+            subprocess.run([sys.executable, "-m", "etamem", "-q", "bench", "updates", data, "--split", "test",
+                            "--filler", filler, "--filler-chats", "1", "--filler-turns", "2", "--systems", "etamem",
+                            "--set", "extractor=rule", "--set", "llm_summaries=false", "--set", "supersession=llm",
+                            "--set", "restatements=rules", "--set", f'supersession_llm_gate="{gate}"',
+                            "--out", out, "--no-plots"], env=env, check=True, stdout=subprocess.DEVNULL)
+            return {"gate": gate, **offered(data, os.path.join(out, "llm_cache.sqlite"))}
+    finally:
+        server.shutdown()
+
+
 if __name__ == "__main__":
-    print(json.dumps(offered(sys.argv[1], sys.argv[2])))
+    if sys.argv[1] == "--reach":
+        print(json.dumps(reach(sys.argv[2], sys.argv[3], *sys.argv[4:5])))
+    else:
+        print(json.dumps(offered(sys.argv[1], sys.argv[2])))
