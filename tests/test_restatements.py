@@ -282,3 +282,18 @@ def test_an_opener_before_a_relative_another_possessed_thing_an_exception_and_tw
     assert not distinct_facts("anyway, since joining Lingua Corp as an in-house translator my weekends are actually free again",
                               "I'm freelancing as a translator, mostly legal docs, the hours are all over the place")
     assert not distinct_facts("My rent went down to 900 a month.", "My rent is 1,000 a month.")
+
+
+def test_where_one_comes_from_and_an_added_quantity_are_not_changes():
+    """The fifth blind set's look-alikes (tuning since): where one was born or grew up beside
+    where one lives now, another thing's daily amount added with "also ... now"; a move, the same
+    quantity's new number and a strong change word stay changes."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    assert distinct_facts("I live in Dublin now, moved there for work in 2019.", "I was born in Galway.")
+    assert distinct_facts("I grew up near Cork.", "We moved to Limerick last spring.")
+    assert distinct_facts("The user also drinks like 2 litres of water a day now", "The user drinks about 3 coffees a day.")
+    assert not distinct_facts("I live in Dublin now, moved there for work in 2019.", "I live in Galway.")
+    assert not distinct_facts("I also cut down to 1 coffee a day now.", "I drink about 3 coffees a day.")
+    assert not distinct_facts("I also walk 8000 steps a day now.", "I walk 5000 steps a day.")
+    assert not distinct_facts("I also switched to 2 cups of green tea a day.", "I drink about 3 coffees a day.")

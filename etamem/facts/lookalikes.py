@@ -39,13 +39,18 @@ now" after "the London office most days"); a purchase of another thing ("bought 
 the bike" after "bought a road bike"). Two periods of a life ("in my twenties" / "in my thirties",
 "as a kid", "at uni") hold against any change word: each statement is true of its own period. A
 relative's fact may follow an opener ("Turns out my daughter ...").
+
+Where one was born or grew up ("I was born in Galway") holds against any word too: it is never a
+version of what the other statement says ("I live in Dublin now"). An added quantity of another
+thing holds against a weak change word ("also drink 2 litres of water a day now" after "3 coffees
+a day"), unless it is the same quantity with another number.
 """
 from __future__ import annotations
 
 import functools
 import re
 
-from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE
+from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE, quantity_change
 
 _TIME = re.compile(
     r"\b(?:(?:last|this|next) (?:year|month|week|summer|winter|spring|autumn|fall|season|semester|term)"
@@ -249,6 +254,8 @@ def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozen
     purchase of another thing."""
     if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
         return True
+    if _ADDITIVE.search(new) and other_amounts and both_own and not quantity_change(new, old):
+        return True  # another quantity added: "also drink 2 litres of water a day now" after "3 coffees a day"
     if recurs_new and recurs_old and when_new and when_old and not when_new & when_old and both_own \
             and not same_thing:
         return True
@@ -257,6 +264,11 @@ def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozen
         return True
     bought_new, bought_old = _purchase(new), _purchase(old)
     return bool(other_amounts and bought_new and bought_old and bought_new != bought_old)
+
+
+# where one comes from: true for good once said ("I was born in Galway", "grew up near Cork")
+_ORIGIN = re.compile(r"\b(?:(?:i|the user)(?:'m| am| was) (?:born|raised)|born and (?:raised|bred)|grew up (?:in|on|near|by)"
+                     r"|(?:am|'m|is) originally from)\b", re.IGNORECASE)
 
 
 def _content(text: str) -> set[str]:
@@ -276,6 +288,8 @@ def distinct_facts(new: str, old: str) -> bool:
         return True  # the subject is another person: "my husband doesn't like ..." after "I like ..."
     if move_within(t_new, t_old):
         return True
+    if bool(_ORIGIN.search(t_new)) != bool(_ORIGIN.search(t_old)):
+        return True  # where one was born or grew up is no version of where one lives now
     when_new, when_old = _times(t_new), _times(t_old)
     recurs_new, recurs_old = (bool(_RECURRING.search(_PAREN.sub(" ", t))) for t in (t_new, t_old))
     amounts_new, amounts_old = _amounts(t_new), _amounts(t_old)
