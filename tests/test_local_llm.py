@@ -134,3 +134,49 @@ def test_the_cli_lists_the_known_models(capsys):
     assert all(len(r["sha256"]) == 64 and r["parts"] for r in rows)
     assert main(["llm", "info", "--model", "no-such-model"]) == 2
     assert "--model: unknown model" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("os").name != "posix", reason="the server replaces the process on POSIX only")
+def test_stopping_etamem_llm_serve_stops_the_server(tmp_path):
+    """`kill PID` of `etamem llm serve` leaves no server behind holding the port (it once left
+    llama-cpp-python's server running: the next `serve` on that port failed to bind). The server
+    command is swapped for a sleeper that names a marker."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    marker = f"etamem-serve-test-{os.getpid()}"
+    script = (
+        "import sys; from etamem.cli import main; from etamem.models import local_llm as l; "
+        "l.check_server_installed = lambda: None; "
+        f"l.server_command = lambda *a, **k: [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}]; "
+        f"sys.exit(main(['llm', 'serve', '--model', {str(model)!r}, '--port', '0']))")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert "export OPENAI_BASE_URL=" in "".join(proc.stdout.readline() for _ in range(4))
+
+    def running() -> list[int]:
+        pids = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read() and int(pid) != os.getpid():
+                        pids.append(int(pid))
+            except OSError:
+                pass
+        return pids
+
+    deadline = time.monotonic() + 20
+    while not running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+    time.sleep(0.3)
+    left = running()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []

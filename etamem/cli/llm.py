@@ -113,6 +113,9 @@ def cmd_serve(args) -> int:
     note(args, "etamem llm serve: " + path.name + f" on http://127.0.0.1:{port}/v1 (Ctrl-C stops it); a client needs:")
     for k, v in env.items():
         print(f"export {k}={v}", flush=True)
+    sys.stderr.flush()
+    if os.name == "posix":  # the server takes this process's place: `kill PID` stops the server, no orphan holds the port
+        os.execv(cmd[0], cmd)
     return subprocess.call(cmd)
 
 
