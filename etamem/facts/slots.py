@@ -107,7 +107,10 @@ def _encoded(encoder, texts: tuple[str, ...]) -> np.ndarray:
 
 
 class AttributeSlots:
-    """Slot assignment of text vectors (unit norm, float32) by their prototypes' cosines."""
+    """Slot assignment of text vectors (unit norm, float32) by their prototypes' cosines; `floor`:
+    the cosine below which two facts are not offered as one slot's two values."""
+
+    floor = SLOT_FLOOR
 
     def __init__(self, slots: Sequence[Slot] | None = None, *, threshold: float = 0.4, margin: float = 0.03,
                  ceiling: float = 0.9, change_words: bool = True, min_gap_days: float = 1.0,

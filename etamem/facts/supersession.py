@@ -445,9 +445,7 @@ class LLMSupersession:
         self.gate, self.slots, self.encoder = gate, slots, encoder
         self.uses_vectors = gate == "slots"
         if gate == "slots":  # a slot's two values can be far apart
-            from etamem.facts.slots import SLOT_FLOOR
-
-            self.min_similarity = SLOT_FLOOR
+            self.min_similarity = slots.floor
         self.stats = {"calls": 0, "fallbacks": 0}
 
     def warm(self) -> None:
