@@ -33,9 +33,7 @@ def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
                      llm_cache_path=cache)
         with Memory(config=cfg) as mem:
             t0 = time.perf_counter()
-            for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
-                mem.add(list(session), space=space)
-            mem.end_session(space)
+            add_demo(mem, doc)
             add_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             mem.flush(space)  # the model's extraction, links and summaries behind the adds (Config.llm_background)
@@ -62,12 +60,17 @@ def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
     # the same demo with the offline extractor and no LLM path, whatever $ETAMEM_LLM_MODEL says
     rule_cfg = Config(extractor="rule", supersession="rules", restatements="rules", llm_summaries=False, top_k=10)
     with Memory(config=rule_cfg) as rule_mem:
-        for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
-            rule_mem.add(list(session), space=space)
-        rule_mem.end_session(space)
+        add_demo(rule_mem, doc)
         record["rule_units"] = rule_mem.stats(space)["amus"]
         record["evidence_rank"]["rule"] = evidence_ranks(rule_mem, doc)
     return record
+
+
+def add_demo(mem: Memory, doc: dict) -> None:
+    """The demo's turns added to `mem` one session per `add`, the last session ended."""
+    for _, session in groupby(doc["turns"], key=lambda t: t["session_id"]):
+        mem.add(list(session), space=doc["space"])
+    mem.end_session(doc["space"])
 
 
 def evidence_ranks(mem: Memory, doc: dict, k: int = 20) -> list[int | None]:

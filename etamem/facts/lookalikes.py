@@ -252,10 +252,10 @@ def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozen
     a routine started on other days doing another thing, an exception on some days to what is
     usual ("at the Bristol office on Wednesdays now" after "the London office most days"), a
     purchase of another thing."""
-    if _ADDITIVE.search(new) and not changed(_ADDITIVE.sub(" ", new)):
+    if _ADDITIVE.search(new) and (not changed(_ADDITIVE.sub(" ", new))
+                                  # another quantity added: "also drink 2 litres of water a day now" after "3 coffees a day"
+                                  or (other_amounts and both_own and not quantity_change(new, old))):
         return True
-    if _ADDITIVE.search(new) and other_amounts and both_own and not quantity_change(new, old):
-        return True  # another quantity added: "also drink 2 litres of water a day now" after "3 coffees a day"
     if recurs_new and recurs_old and when_new and when_old and not when_new & when_old and both_own \
             and not same_thing:
         return True

@@ -463,8 +463,8 @@ class LLMSupersession:
         if self.gate == "all":
             return facts
         in_slot: set[str] = set()
-        with_vectors = [c for c in facts if c.vector is not None]
-        if self.gate == "slots" and vector is not None and with_vectors:
+        with_vectors = [c for c in facts if c.vector is not None] if self.gate == "slots" and vector is not None else []
+        if with_vectors:
             names = self.slots.shared(vector, np.stack([c.vector for c in with_vectors]), self.encoder)
             in_slot = {c.unit_id for c, name in zip(with_vectors, names) if name is not None}
         return [c for c in facts if c.similarity >= 0.6 or c.unit_id in in_slot
