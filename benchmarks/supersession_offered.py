@@ -24,7 +24,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from etamem.facts.supersession import parse_reply
+from etamem.facts.llm_supersession import parse_reply
 
 _PROMPT = re.compile(r"New statement:\n(.*?)\n\nOlder statements:\n(.*?)\n\nAnswer", re.S)
 

@@ -127,7 +127,7 @@ class Config:
         supersession_llm_gate: Which older facts the LLM classifier is asked about: "rules"
             (those sharing a subject by the rules' test, or cosine >= 0.6), "slots" (also those
             in the new fact's attribute slot) or "all" (every candidate: a call for nearly every
-            new fact). See `etamem.facts.supersession.LLMSupersession`.
+            new fact). See `etamem.facts.llm_supersession.LLMSupersession`.
         current_first: Search ranks a superseded unit right after what replaced it.
 
     **Time.**

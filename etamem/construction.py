@@ -159,7 +159,8 @@ def make_supersession(engine: Engine):
     rules as fallback ("llm", or "auto" with an LLM), else the rules, with the attribute slots
     (`etamem.facts.slots`) unless `supersession_slots` is off; the LLM's gate is
     `supersession_llm_gate`. ValueError when "llm" has no LLM."""
-    from etamem.facts.supersession import LLMSupersession, RuleSupersession
+    from etamem.facts.llm_supersession import LLMSupersession
+    from etamem.facts.supersession import RuleSupersession
 
     config = engine.config
     mode, rules = config.supersession, RuleSupersession(config.supersession_floor)

@@ -10,8 +10,9 @@ import pytest
 from etamem import Config, Memory
 from etamem.answering import compose_answer
 from etamem.facts.current_first import asks_past, asks_present, current_first, linked_order
+from etamem.facts.llm_supersession import LLMSupersession
 from etamem.facts.slots import SlotSupersession
-from etamem.facts.supersession import Candidate, LLMSupersession, RuleSupersession, supersedes
+from etamem.facts.supersession import Candidate, RuleSupersession, supersedes
 from etamem.models.affect import VaderAffectTagger
 from etamem.models.encoders import CachedEncoder
 from etamem.models.llm import LLMClient

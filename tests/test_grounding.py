@@ -360,7 +360,7 @@ def test_turn_source_shows_the_caption_and_names_the_participants():
 def test_supersession_replies_name_offered_ids_only_and_their_text_is_not_used():
     """`LLMSupersession` links stored units by the ids it offered; any text in the reply is
     dropped, an id it did not offer makes the reply unusable (the rules decide instead)."""
-    from etamem.facts.supersession import parse_reply
+    from etamem.facts.llm_supersession import parse_reply
 
     reply = {"replaced": [{"id": "u1", "confidence": "high", "text": OLD_EXAMPLE}]}
     assert parse_reply(reply, ["u1", "u2"]) == [("u1", 0.9)]

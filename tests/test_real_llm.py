@@ -117,7 +117,8 @@ def test_the_supersession_classifier_links_an_update_by_an_offered_id(real_judge
     guitar" to "lives in Lisbon" (docs/llm.md, what the small models get wrong)."""
     from datetime import datetime, timezone
 
-    from etamem.facts.supersession import Candidate, LLMSupersession
+    from etamem.facts.llm_supersession import LLMSupersession
+    from etamem.facts.supersession import Candidate
     from etamem.models.llm import LLMClient
 
     base_url, model = real_judge  # the 0.5B answers [] to the update as well
