@@ -297,3 +297,35 @@ def test_where_one_comes_from_and_an_added_quantity_are_not_changes():
     assert not distinct_facts("I also cut down to 1 coffee a day now.", "I drink about 3 coffees a day.")
     assert not distinct_facts("I also walk 8000 steps a day now.", "I walk 5000 steps a day.")
     assert not distinct_facts("I also switched to 2 cups of green tea a day.", "I drink about 3 coffees a day.")
+
+
+def test_a_past_period_beside_now_two_things_on_one_date_and_sums_into_two_things():
+    """The sixth blind set's look-alikes and the seventh's and eighth's (tuning since): a past period of a life beside what holds
+    now, two things sharing a modifier on the same date (a weak change word does not join them),
+    monthly sums put into two things; the changes that look like them stay changes."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    assert distinct_facts("These days I mostly cook lentils and veggies.",
+                          "When I was in my twenties I basically lived on instant noodles.")
+    assert distinct_facts("As a kid I lived in Lagos.", "I live in Leeds.")  # the newer names the period
+    assert distinct_facts("The bus shelter near my flat is getting rebuilt at the end of March, finally.",
+                          "My bus pass expires at the end of March so I need to renew it.")
+    assert distinct_facts("I put 50 a month into my kid's college fund, started that in September.",
+                          "I put 200 a month into my savings account.")
+    # the seventh and eighth sets' (tuning since): two days of one month, "during my teens", a
+    # bill beside the rent (the extractor's resolved date in it), a weekly call beside another,
+    # "when I was a kid"
+    assert distinct_facts("The dentist appointment is booked for 28 January at 9am.",
+                          "My visa appointment at the consulate is on 14 January.")
+    assert distinct_facts("I live in Lisbon, been here about five years now.", "During my teens we lived in Nairobi.")
+    assert distinct_facts("The electricity bill this month (January 2024) was 96 euros, ouch",
+                          "The user's rent is 1,150 euros a month")
+    assert distinct_facts("I also started calling my grandad on Wednesday lunchtimes.", "I call my mum every Sunday evening.")
+    assert distinct_facts("Now I live in a tiny flat in Dublin.", "When I was a kid we lived on a farm outside Cork.")
+    # changes: a strong change word ends what a period began, a present statement of a period,
+    # the same account's new sum, one appointment's new day, the same bill's new amount
+    assert not distinct_facts("Sold the yamaha and splurged on a Martin D-18.", "I play on a cheap yamaha I got in college.")
+    assert not distinct_facts("I live in Leeds now.", "In my twenties I'm living in London.")
+    assert not distinct_facts("I put 300 a month into my savings account now.", "I put 200 a month into my savings account.")
+    assert not distinct_facts("My visa appointment got pushed to 28 January.", "My visa appointment is on 14 January.")
+    assert not distinct_facts("The electricity bill is 120 euros a month now.", "The electricity bill is 96 euros a month.")

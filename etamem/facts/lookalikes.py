@@ -23,12 +23,15 @@ other's classifier (rules, slots or LLM):
   phrase ("phone case" / "phone.", "bike helmet" / "bike."; "new" as its only change word is the
   thing's adjective: "a new laptop" / "a new laptop bag"); or, without a change word, the same
   modifier heads two different nouns ("concert tickets" / "concert parking");
-- relative periods count as times ("last year" / "this year");
+- relative periods count as times ("last year" / "this year"), a day of a month is one time ("14
+  January" / "28 January"), "every Sunday" recurs;
 - a move within a place: a move into a dwelling no name places ("moved into my current flat")
   after a move to or life in a named place ("moved to Manchester") is not a move away from it;
 - two spendings: past amounts of different things ("spent 300 euros on flights" / "spent 450
   euros on the hotel", "paid 1,200 for the sofa" / "paid 120 for new cushions") are two events,
-  not one amount's new value.
+  not one amount's new value; so are sums put or saved into two things ("200 a month into my
+  savings account" / "50 a month into my kid's college fund"), and the amounts of two things a
+  statement opens with ("my rent is 1,150 euros" / "the electricity bill was 96 euros").
 
 Four of these hold against a weak change word ("new", "started", "again", "now"; not a strong
 one such as "switched", "instead", "no longer", "sold", which always wins): the newer adds to the
@@ -37,7 +40,10 @@ a routine started on other days doing another thing ("On Fridays I've started a 
 "On Mondays I do yoga"); a weekday's exception to what is usual ("the Bristol office on Wednesdays
 now" after "the London office most days"); a purchase of another thing ("bought a new helmet for
 the bike" after "bought a road bike"). Two periods of a life ("in my twenties" / "in my thirties",
-"as a kid", "at uni") hold against any change word: each statement is true of its own period. A
+"as a kid", "when I was a kid", "during my teens", "at uni") hold against any change word: each statement is true of its own period, and
+so does a past period beside a statement that names none ("when I was in my twenties I lived on
+noodles" / "these days I mostly cook lentils") unless a strong change word says it ended ("sold
+the yamaha" after "a yamaha I got in college"). A
 relative's fact may follow an opener ("Turns out my daughter ...").
 
 Where one was born or grew up ("I was born in Galway") holds against any word too: it is never a
@@ -52,13 +58,17 @@ import re
 
 from etamem.facts.supersession import STRONG_CHANGE, WEAK_CHANGE, quantity_change
 
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+# a day of a month, either order: "14 january", "the 14th of January", "January 14th"
+_DAY_OF_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+({_MONTHS})\b|\b({_MONTHS})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b",
+                           re.IGNORECASE)
 _TIME = re.compile(
     r"\b(?:(?:last|this|next) (?:year|month|week|summer|winter|spring|autumn|fall|season|semester|term)"
-    r"|yesterday|today|tomorrow|tonight|january|february|march|april|may|june|july|august|september|october|november|december"
+    rf"|yesterday|today|tomorrow|tonight|{_MONTHS}"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening"
     r"|night|(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))s?\b", re.IGNORECASE)
 _RECURRING = re.compile(r"\b(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends|weekdays"
-                        r"|mornings|afternoons|evenings|nights|on (?:monday|tuesday|wednesday|thursday|friday"
+                        r"|mornings|afternoons|evenings|nights|(?:on|every) (?:monday|tuesday|wednesday|thursday|friday"
                         r"|saturday|sunday)s?)\b", re.IGNORECASE)
 _PAREN = re.compile(r"\([^)]*\)")  # the resolved dates the extractor adds
 # a change said without the rules' change words (as `etamem.facts.slots.SLOT_CHANGE`)
@@ -78,7 +88,10 @@ _SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her
 
 
 def _times(text: str) -> frozenset[str]:
-    return frozenset(m.group(0).lower().rstrip("s") for m in _TIME.finditer(_PAREN.sub(" ", text)))
+    """The times `text` names, a day of a month as one time ("14 january"; "January 14th" alike)."""
+    t = _PAREN.sub(" ", text)
+    days = {f"{int(m.group(1) or m.group(4))} {(m.group(2) or m.group(3)).lower()}" for m in _DAY_OF_MONTH.finditer(t)}
+    return frozenset(days | {m.group(0).lower().rstrip("s") for m in _TIME.finditer(_DAY_OF_MONTH.sub(" ", t))})
 
 
 def changed(text: str) -> bool:
@@ -139,6 +152,10 @@ def added_object(a: str, b: str) -> bool:
     return False
 
 
+# prepositions the stopword list lacks: a noun phrase ends before them ("the bus shelter near my flat")
+_PREPOSITIONS = {"near", "behind", "beside", "outside", "inside", "across", "opposite", "around", "under", "past"}
+
+
 def other_head(a: str, b: str) -> bool:
     """The same modifier, after a determiner, before two different nouns each missing from the
     other statement, the phrase ending there on both sides ("the concert tickets." / "the
@@ -159,18 +176,19 @@ def other_head(a: str, b: str) -> bool:
         out = {}
         for i in range(1, len(ws) - 1):
             mod, noun = stem(ws[i]), ws[i + 1]
-            end = i + 2 == len(ws) or not _word(ws[i + 2]) or ws[i + 2] in STOPWORDS
+            end = i + 2 == len(ws) or not _word(ws[i + 2]) or ws[i + 2] in STOPWORDS or ws[i + 2] in _PREPOSITIONS
             owned = ws[i - 1] in _POSSESSIVE or ws[i - 1].endswith("'s")  # "my", "the user's"
             if (ws[i - 1] in _DETERMINERS or owned) and mod in shared and _word(noun) and noun not in STOPWORDS \
                     and stem(noun) not in shared and stem(noun) not in heads and len(noun) > 2:
                 out[mod] = (stem(noun), end, owned)
         return out
 
-    # the phrase ends on both sides, or on one when both are possessed ("my phone contract renews"
-    # / "my phone case is cracked": the verb after "contract" is not read as part of the phrase)
+    # the phrase ends on at least one side, and the other side's ends too or is possessed ("my phone
+    # contract renews" / "my phone case is cracked", "my bus pass expires" / "the bus shelter near
+    # ...": the verb after the possessed noun is not read as part of its phrase)
     na, nb = after(wa), after(wb)
-    return any(w in nb and nb[w][0] != na[w][0]
-               and ((na[w][1] and nb[w][1]) or (na[w][2] and nb[w][2] and (na[w][1] or nb[w][1]))) for w in na)
+    return any(w in nb and nb[w][0] != na[w][0] and (na[w][1] or nb[w][1])
+               and (na[w][1] or na[w][2]) and (nb[w][1] or nb[w][2]) for w in na)
 
 
 def _new_thing(new: str, old: str) -> bool:
@@ -191,6 +209,9 @@ _DATE_NUMBER = re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:january|
 def _amounts(text: str) -> frozenset[str]:
     """The numbers of `text` that are not part of a date ("5 km", "301"; not "December 2")."""
     return frozenset(re.findall(r"\d+(?:[.,]\d+)?", _DATE_NUMBER.sub(" ", _PAREN.sub(" ", text))))
+
+
+_THE_SUBJECT = re.compile(r"^\W*the\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b", re.IGNORECASE)
 
 
 def _own_subject(text: str) -> str | None:
@@ -214,8 +235,10 @@ def move_within(new: str, old: str) -> bool:
 
 _ADDITIVE = re.compile(r"\b(?:also|as well|another|again|in addition|on top of that|too(?=\s*(?:[,.;!?]|lol|$)))\b",
                        re.IGNORECASE)  # "too" ending a clause, not "too many"
-_PURCHASE = re.compile(r"\b(?:bought|buying|ordered|paid\b[^.;!?]*?\bfor|spent\b[^.;!?]*?\bon)\s+"
-                       r"((?:[\w'-]+\s+){0,4}?)([a-z][\w'-]*)(?=\s+(?:and|for|from|at|to|with|in|on|off)\b|\s*[,.;!?]|\s*$)",
+# what money went to: bought, paid for, spent on, put or saved into ("200 a month into my savings account")
+_PURCHASE = re.compile(r"\b(?:bought|buying|ordered|paid\b[^.;!?]*?\bfor|spent\b[^.;!?]*?\bon"
+                       r"|(?:put|putting|puts|sav(?:e|es|ed|ing))\b[^.;!?]*?\binto)\s+"
+                       r"((?:[\w'-]+\s+){0,4}?)([a-z][\w'-]*)(?=\s+(?:and|for|from|at|to|with|in|on|off|now|today|yesterday|again|too|last|this|every|each|per)\b|\s*[,.;!?]|\s*$)",
                        re.IGNORECASE)
 
 
@@ -232,9 +255,11 @@ _WEEKDAYS = re.compile(r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|
 _HABITUAL = re.compile(r"\b(?:most (?:days|nights|mornings|evenings|weeks)|most of the time|usually|normally|mostly"
                        r"|generally|typically)\b", re.IGNORECASE)
 # a period of one's life: "in my twenties", "in my 30s", "as a kid", "at uni", "in high school"
-_LIFE_PERIOD = re.compile(r"\b(?:in (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?"
+_LIFE_PERIOD = re.compile(r"\b(?:(?:in|during) (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?"
                           r"(?:teens|twenties|thirties|forties|fifties|sixties|seventies|[2-9]0s)"
                           r"|as an? (?:kid|child|teenager|teen|student|toddler|baby)"
+                          r"|when (?:i|we|the user) (?:was|were) (?:an? )?(?:kid|kids|child|children|teenager|teen|student"
+                          r"|students|toddler|baby|little|small|young|younger)"
                           r"|(?:at|in) (?:uni|university|college|high school|primary school|secondary school|grad school))\b",
                           re.IGNORECASE)
 
@@ -302,6 +327,9 @@ def distinct_facts(new: str, old: str) -> bool:
     periods_new, periods_old = _life_periods(t_new), _life_periods(t_old)
     if periods_new and periods_old and not periods_new & periods_old:
         return True  # two periods of a life: "in my twenties I worked in retail" / "switched to teaching in my thirties"
+    if bool(periods_new) != bool(periods_old) and is_past_tense(t_new if periods_new else t_old) \
+            and not STRONG_CHANGE.search(t_new):
+        return True  # a past period of a life beside the present: "when I was in my twenties I lived on noodles"
     if changed(t_new):
         if STRONG_CHANGE.search(t_new):
             return False
@@ -310,14 +338,16 @@ def distinct_facts(new: str, old: str) -> bool:
         if not changed(_NEW.sub(" ", t_new)) and when_new and when_old and not when_new & when_old and other_amounts \
                 and is_past_tense(t_new) and is_past_tense(t_old):
             return True  # two past results at two times: "this year ... 49 minutes, a new personal best"
-        if changed(_NEW.sub(" ", t_new)) or not (_new_thing(t_new, t_old) or other_head(t_new, t_old)):
+        if not other_head(t_new, t_old) and (changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old)):
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag",
             # "my phone case is cracked so I ordered a new one" after "my phone contract renews"
     if other_head(t_new, t_old):
         return True
     recurring = recurs_new or recurs_old
-    if own_new and own_old and not set(own_new.split()) & set(own_old.split()) and amounts_new and amounts_old:
-        return True  # two things' amounts: "our rent is 1,200 pounds" / "our childcare is 900 pounds"
+    thing_new, thing_old = (own or (m.group(1).lower() if (m := _THE_SUBJECT.match(_PAREN.sub("", t))) else None)
+                            for own, t in ((own_new, t_new), (own_old, t_old)))
+    if thing_new and thing_old and not set(thing_new.split()) & set(thing_old.split()) and amounts_new and amounts_old:
+        return True  # two things' amounts: "our rent is 1,200 pounds" / "the electricity bill this month was 96"
     if when_new and when_old and when_new != when_old and not same_thing:
         if recurring or is_past_tense(t_new) or both_own or other_amounts:
             return True  # other days of a week, two past events, or another thing on another date
