@@ -322,6 +322,7 @@ def test_a_past_period_beside_now_two_things_on_one_date_and_sums_into_two_thing
                           "The user's rent is 1,150 euros a month")
     assert distinct_facts("I also started calling my grandad on Wednesday lunchtimes.", "I call my mum every Sunday evening.")
     assert distinct_facts("Now I live in a tiny flat in Dublin.", "When I was a kid we lived on a farm outside Cork.")
+    assert distinct_facts("My flatmate Jonas went vegan this month.", "I've been vegetarian since uni.")  # ninth set
     # changes: a strong change word ends what a period began, a present statement of a period,
     # the same account's new sum, one appointment's new day, the same bill's new amount
     assert not distinct_facts("Sold the yamaha and splurged on a Martin D-18.", "I play on a cheap yamaha I got in college.")

@@ -83,7 +83,7 @@ _OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s
 _SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
                              r"((?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
-                             r"|grandfather|kid|kids|child|children|parents|roommate|neighbou?r|colleague"
+                             r"|grandfather|kid|kids|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
                              r"|coworker|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)
 
 
