@@ -40,10 +40,10 @@ a routine started on other days doing another thing ("On Fridays I've started a 
 "On Mondays I do yoga"); a weekday's exception to what is usual ("the Bristol office on Wednesdays
 now" after "the London office most days"); a purchase of another thing ("bought a new helmet for
 the bike" after "bought a road bike"). Two periods of a life ("in my twenties" / "in my thirties",
-"as a kid", "when I was a kid", "during my teens", "at uni") hold against any change word: each statement is true of its own period, and
-so does a past period beside a statement that names none ("when I was in my twenties I lived on
-noodles" / "these days I mostly cook lentils") unless a strong change word says it ended ("sold
-the yamaha" after "a yamaha I got in college"). A
+"as a kid", "when I was a kid", "during my teens", "at uni") hold against any change word: each
+statement is true of its own period; so does a past period beside a statement that names none
+("when I was in my twenties I lived on noodles" / "these days I mostly cook lentils") unless a
+strong change word says it ended ("sold the yamaha" after "a yamaha I got in college"). A
 relative's fact may follow an opener ("Turns out my daughter ...").
 
 Where one was born or grew up ("I was born in Galway") holds against any word too: it is never a
@@ -158,9 +158,10 @@ _PREPOSITIONS = {"near", "behind", "beside", "outside", "inside", "across", "opp
 
 def other_head(a: str, b: str) -> bool:
     """The same modifier, after a determiner, before two different nouns each missing from the
-    other statement, the phrase ending there on both sides ("the concert tickets." / "the
-    concert parking.", "my garden fence" / "my garden shed"): two things, not one thing's new
-    value. A verb's other object ("I eat breakfast" / "eating porridge") is not one."""
+    other statement, the phrase ending there on one side and ending or possessed on the other
+    ("the concert tickets." / "the concert parking.", "my garden fence" / "my garden shed", "my
+    bus pass expires" / "the bus shelter near ..."): two things, not one thing's new value. A
+    verb's other object ("I eat breakfast" / "eating porridge") is not one."""
     from etamem.extraction.stems import STOPWORDS, stem
 
     def words(t: str) -> list[str]:
