@@ -201,10 +201,8 @@ def _new_thing(new: str, old: str) -> bool:
 
 _OWN_SUBJECT = re.compile(r"^\W*(?:my|our|the user's|\w+'s)\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b",
                           re.IGNORECASE)
-_DATE_NUMBER = re.compile(r"\b(?:\d{1,2}(?:st|nd|rd|th)?(?:\s+of)?\s+(?:january|february|march|april|may|june|july"
-                          r"|august|september|october|november|december)|(?:january|february|march|april|may|june"
-                          r"|july|august|september|october|november|december)\s+\d{1,2}(?:st|nd|rd|th)?|(?:19|20)\d\d"
-                          r"|\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+# a day of a month, a year or an ordinal: numbers that are not amounts
+_DATE_NUMBER = re.compile(rf"{_DAY_OF_MONTH.pattern}|\b(?:(?:19|20)\d\d|\d{{1,2}}(?:st|nd|rd|th))\b", re.IGNORECASE)
 
 
 def _amounts(text: str) -> frozenset[str]:
@@ -213,6 +211,13 @@ def _amounts(text: str) -> frozenset[str]:
 
 
 _THE_SUBJECT = re.compile(r"^\W*the\s+((?:[\w-]+\s+){0,3}?[\w-]+)\s+(?:is|are|was|were)\b", re.IGNORECASE)
+
+
+def _the_subject(text: str) -> str | None:
+    """The thing a statement opens with and gives the value of ("the electricity bill this month
+    was ..."), the extractor's resolved dates left out."""
+    m = _THE_SUBJECT.match(_PAREN.sub("", text))
+    return m.group(1).lower() if m else None
 
 
 def _own_subject(text: str) -> str | None:
@@ -331,6 +336,7 @@ def distinct_facts(new: str, old: str) -> bool:
     if bool(periods_new) != bool(periods_old) and is_past_tense(t_new if periods_new else t_old) \
             and not STRONG_CHANGE.search(t_new):
         return True  # a past period of a life beside the present: "when I was in my twenties I lived on noodles"
+    head = other_head(t_new, t_old)
     if changed(t_new):
         if STRONG_CHANGE.search(t_new):
             return False
@@ -339,14 +345,13 @@ def distinct_facts(new: str, old: str) -> bool:
         if not changed(_NEW.sub(" ", t_new)) and when_new and when_old and not when_new & when_old and other_amounts \
                 and is_past_tense(t_new) and is_past_tense(t_old):
             return True  # two past results at two times: "this year ... 49 minutes, a new personal best"
-        if not other_head(t_new, t_old) and (changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old)):
+        if not head and (changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old)):
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag",
             # "my phone case is cracked so I ordered a new one" after "my phone contract renews"
-    if other_head(t_new, t_old):
+    if head:
         return True
     recurring = recurs_new or recurs_old
-    thing_new, thing_old = (own or (m.group(1).lower() if (m := _THE_SUBJECT.match(_PAREN.sub("", t))) else None)
-                            for own, t in ((own_new, t_new), (own_old, t_old)))
+    thing_new, thing_old = own_new or _the_subject(t_new), own_old or _the_subject(t_old)
     if thing_new and thing_old and not set(thing_new.split()) & set(thing_old.split()) and amounts_new and amounts_old:
         return True  # two things' amounts: "our rent is 1,200 pounds" / "the electricity bill this month was 96"
     if when_new and when_old and when_new != when_old and not same_thing:
