@@ -330,3 +330,25 @@ def test_a_past_period_beside_now_two_things_on_one_date_and_sums_into_two_thing
     assert not distinct_facts("I put 300 a month into my savings account now.", "I put 200 a month into my savings account.")
     assert not distinct_facts("My visa appointment got pushed to 28 January.", "My visa appointment is on 14 January.")
     assert not distinct_facts("The electricity bill is 120 euros a month now.", "The electricity bill is 96 euros a month.")
+
+
+def test_school_years_and_another_household_member_are_not_changes():
+    """The tenth blind set's look-alikes (tuning since): "at school" and "during my army years" are
+    past periods of a life beside what holds now; "the kids" is the subject of their own habits,
+    unless the user is in the statement too ("the kids outvoted me" still changes the user's routine)."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    assert distinct_facts("these days I do stand-up at open mic nights, my old teachers would never believe it lol",
+                          "At school I was painfully shy, I'd go red if a teacher even said my name.")
+    assert distinct_facts("Now that I'm retired I haven't set an alarm in about two years.",
+                          "during my army years I was up at 5 every morning without fail")
+    assert distinct_facts("the kids don't go to the barber's on Mill Lane anymore, they get theirs done at the salon",
+                          "I get my hair cut at a tiny barber's on Mill Lane, been going there for years")
+    # changes stay changes: the user in the kids' statement, a present statement beside a past
+    # period that a strong change word ends, a move of the user's own
+    assert not distinct_facts("the kids outvoted me, Sundays are now waffle-and-hike day",
+                              "Sunday is always pancakes with the kids, non-negotiable")
+    assert not distinct_facts("Sold the old army boots and got proper hiking boots.",
+                              "During my army years I bought these boots and I still wear them.")
+    assert not distinct_facts("I don't go to the barber's on Mill Lane anymore, I get it cut at the salon.",
+                              "I get my hair cut at a tiny barber's on Mill Lane, been going there for years")

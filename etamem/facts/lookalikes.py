@@ -80,10 +80,10 @@ _POSSESSIVE = {"my", "our", "your", "his", "her", "their"}
 # a discourse opener before the subject: "Turns out my daughter ...", "btw my mum ...", "Fun fact: my ..."
 _OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s+(?:that\s+)?|btw,?\s+|by the way,?\s+"
            r"|oh,?\s+(?:and\s+)?|fun fact:?\s+|guess what,?\s+)?")
-_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our)\s+"
+_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|the(?=\s+(?:kids|children|twins)\b))\s+"
                              r"((?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
-                             r"|grandfather|kid|kids|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
+                             r"|grandfather|kid|kids|twins|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
                              r"|coworker|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)
 
 
@@ -110,12 +110,13 @@ _PLACE_HEADS = {"hospital", "clinic", "school", "university", "college", "compan
 
 def statement_holder(text: str) -> str | None:
     """Whose fact `text` states when its subject is another person ("my sister", "the user's
-    husband"); a partner only when the speaker is not in it too ("my girlfriend and I")."""
+    husband", "the kids"); a partner or "the kids" only when the speaker is not in it too ("my
+    girlfriend and I", "the kids outvoted me")."""
     m = _SUBJECT_PERSON.search(text)
     if m is None:
         return None
-    who = m.group(1).lower()
-    return None if who in _PARTNER and _USER.search(text[m.end():]) else who
+    who, shared = m.group(1).lower(), m.group(0).lower().split()[-2] == "the"  # "the kids": the user's household
+    return None if (who in _PARTNER or shared) and _USER.search(text[m.end():]) else who
 
 
 def _toks(t: str) -> list[str]:
@@ -260,20 +261,22 @@ def _purchase(text: str) -> str | None:
 _WEEKDAYS = re.compile(r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s\b", re.IGNORECASE)
 _HABITUAL = re.compile(r"\b(?:most (?:days|nights|mornings|evenings|weeks)|most of the time|usually|normally|mostly"
                        r"|generally|typically)\b", re.IGNORECASE)
-# a period of one's life: "in my twenties", "in my 30s", "as a kid", "at uni", "in high school"
+# a period of one's life: "in my twenties", "in my 30s", "as a kid", "at uni", "in high school", "during my army years"
 _LIFE_PERIOD = re.compile(r"\b(?:(?:in|during) (?:my|his|her|their|our|the user's|\w+'s) (?:early |late |mid-?)?"
                           r"(?:teens|twenties|thirties|forties|fifties|sixties|seventies|[2-9]0s)"
                           r"|as an? (?:kid|child|teenager|teen|student|toddler|baby)"
                           r"|when (?:i|we|the user) (?:was|were) (?:an? )?(?:kid|kids|child|children|teenager|teen|student"
                           r"|students|toddler|baby|little|small|young|younger)"
-                          r"|(?:at|in) (?:uni|university|college|high school|primary school|secondary school|grad school))\b",
+                          r"|(?:at|in) (?:uni|university|college|school|high school|primary school|secondary school|grad school)"
+                          r"|(?:in|during) (?:my|his|her|their|our|the user's|\w+'s) (?:\w+ )?\w+ (?:years|days))\b",
                           re.IGNORECASE)
 
 
 def _life_periods(t: str) -> frozenset[str]:
     """The periods of a life `t` (apostrophes already plain) names, by their last word ("twenties",
     "kid", "uni")."""
-    return frozenset(m.group(0).lower().split()[-1] for m in _LIFE_PERIOD.finditer(_PAREN.sub(" ", t)))
+    words = (m.group(0).lower().split() for m in _LIFE_PERIOD.finditer(_PAREN.sub(" ", t)))
+    return frozenset(w[-2] if w[-1] in ("years", "days") else w[-1] for w in words)  # "army years": "army"
 
 
 def _weak_change_holds(new: str, old: str, when_new: frozenset, when_old: frozenset, recurs_new: bool,
