@@ -86,35 +86,77 @@ def says_missing(text: str) -> bool:
     return any(m in low for m in MISSING)
 
 
+def turn_lines(hits: list[Hit], sources: dict[str, Turn]) -> list[tuple[str, str]]:
+    """The hits' source turns in rank order, each once, as (sort key, line): `[8 May 2023] (turn)
+    Caroline: text`, noted `[no longer current ...]` when every hit from that turn is superseded
+    and `[current; replaces ...]` when one of them replaces an earlier memory; a hit with no stored
+    source turn keeps its unit text. `Config.answer_context` "turns"."""
+    order: dict[str, list[Hit]] = {}
+    for h in hits:
+        ids = [t for t in h.source_turn_ids if t in sources] or [f"unit:{h.amu.amu_id}"]
+        for t in ids:
+            order.setdefault(t, []).append(h)
+    lines = []
+    for t, group in order.items():
+        if t in sources:
+            turn = sources[t]
+            key, body = f"{turn.timestamp.isoformat()} {t}", f"[{format_date(turn.timestamp)}] (turn) {turn.speaker}: {turn.text}"
+        else:
+            h = group[0]
+            key, body = f"{h.amu.timestamp.isoformat()} {t}", f"[{format_date(h.amu.timestamp)}] ({', '.join(h.views)}) {h.amu.text}"
+        if all(h.superseded_by for h in group):
+            body += " [no longer current: a later memory replaces it]"
+        elif any(h.supersedes for h in group):
+            body += " [current; replaces an earlier memory]"
+        lines.append((key, body))
+    return lines
+
+
 def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, llm, style: str,
                    question_date: datetime | None, n_sentences: int = 3, time_summaries: str = "",
-                   memory_lines: str = "distinct") -> Answer:
+                   memory_lines: str = "distinct", context: str = "packet") -> Answer:
     """Answer `question` from `hits` (best first). `sources` maps turn ids to stored turns;
     `time_summaries` is the Time-view section of the context packet; `memory_lines` "distinct"
-    leaves out memory lines that only restate their source turns (`format_memories`), "all" not."""
+    leaves out memory lines that only restate their source turns (`format_memories`), "all" not;
+    `context` "packet" (memory lines, source turns, Time context) or "turns" (the hits' source
+    turns only, `turn_lines`: cut in rank order to the model's context, shown oldest first)."""
     if llm is None:  # the best statement for each kind asked (a date for when, ...: etamem.offline_answer)
         text = kind_answer(question, hits, n_sentences)
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
+    if context == "turns":
+        lines = turn_lines(hits, sources)
+        time_summaries = ""
 
-    def render(k: int, summaries: str) -> str:
-        return render_prompt(
-            f"answer_{style}", question=question,
-            memories=format_memories(hits[:k], sources if memory_lines == "distinct" else None),
-            source_turns=format_source_turns(hits[:k], sources), time_summaries=summaries or "(none)",
-            question_date=format_date(question_date) if question_date else "unknown",
-        )
+        def render(k: int, summaries: str) -> str:
+            return render_prompt(
+                f"answer_{style}", question=question,
+                memories="\n".join(body for _, body in sorted(lines[:k])) or "(none)",
+                source_turns="(the memories above are the conversation turns themselves)", time_summaries="(none)",
+                question_date=format_date(question_date) if question_date else "unknown",
+            )
+        n = len(lines)
+    else:
+        n = len(hits)
+
+        def render(k: int, summaries: str) -> str:
+            return render_prompt(
+                f"answer_{style}", question=question,
+                memories=format_memories(hits[:k], sources if memory_lines == "distinct" else None),
+                source_turns=format_source_turns(hits[:k], sources), time_summaries=summaries or "(none)",
+                question_date=format_date(question_date) if question_date else "unknown",
+            )
 
     budget = llm.prompt_budget() if hasattr(llm, "prompt_budget") else None  # test doubles have none
     if budget is None:
-        prompt = render(len(hits), time_summaries)
+        prompt = render(n, time_summaries)
     else:  # the best evidence that fits the model's context (an overflow is a 400 no retry cures),
         # then as much of the Time context as still fits: summaries never push evidence out
-        lines = time_summaries.splitlines() if time_summaries else []
-        prompt, kept, kept_lines = pack(render, len(hits), lines, budget, llm.tokens.count)
-        if kept < len(hits) or kept_lines < len(lines):
+        summary_lines = time_summaries.splitlines() if time_summaries else []
+        prompt, kept, kept_lines = pack(render, n, summary_lines, budget, llm.tokens.count)
+        if kept < n or kept_lines < len(summary_lines):
             log.warning("answer: the best %d of %d memories and %d of %d Time context lines fit the model's "
-                        "context of %d tokens (%d for the prompt); the rest left out", kept, len(hits), kept_lines,
-                        len(lines), llm.context_tokens, budget)
+                        "context of %d tokens (%d for the prompt); the rest left out", kept, n, kept_lines,
+                        len(summary_lines), llm.context_tokens, budget)
     before = llm.usage()
     text = llm.complete([{"role": "user", "content": prompt}], stage="answer").strip()
     return Answer(text=text, hits=hits, llm_used=True, cost=usage_delta(before, llm.usage()))

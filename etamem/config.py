@@ -265,6 +265,10 @@ class Config:
         answer_memory_lines: "distinct" (default): an answer prompt leaves out a memory line that
             only restates its source turns (shown beside it), so a token budget holds more evidence
             (docs/benchmarks.md, 'Evidence within the reader's budget'); "all": every line.
+        answer_context: What an ETAMem answer prompt holds: "packet" (default: memory lines, their
+            source turns, the Time context) or "turns" (the evidence's source turns only, cut in rank
+            order, shown oldest first; notes on facts that changed kept); a small reader answered
+            better from turns (docs/benchmarks.md, 'Answers with a local reader').
         context_top_k: Memories in `Memory.context` (the prompt-ready packet) unless `top_k` says.
 
     **Input limits, residency, chat input** (etamem/ingest/inputs.py, etamem/live/residency.py).
@@ -511,6 +515,7 @@ class Config:
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
     answer_memory_lines: str = "distinct"  # "distinct": no line that only restates its source turns | "all"
+    answer_context: str = "packet"  # "packet": memory lines, source turns, Time context | "turns": source turns only
     context_top_k: int = 10  # memories in `Memory.context` (the prompt-ready packet) unless top_k says
 
     # --- input limits (etamem/ingest/inputs.py) -------------------------------------------------
@@ -786,6 +791,7 @@ _CHOICES = {
     "extraction_style": ("locomo", "longmemeval"),
     "answer_style": ("locomo", "longmemeval"),
     "answer_memory_lines": ("distinct", "all"),
+    "answer_context": ("packet", "turns"),
     "routing": ("entropy", "mean"),
     "bm25_norm": ("minmax", "ceiling"),
     "fallback_fusion": ("score", "rrf"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from conftest import HashingEncoder
 from etamem import Config, Memory
 from etamem.answering import format_memories, restates
@@ -64,3 +66,75 @@ def test_answer_prompt_shows_each_turn_once_unless_asked_for_all_lines(chat_serv
     for t in TURNS:  # the turns themselves are in both
         assert all(t["text"] in p.split("# Source turns")[1] for p in prompts.values())
     assert len(prompts["distinct"]) < len(prompts["all"])
+
+
+def _turn(i: int, text: str, day: int) -> Turn:
+    return Turn(f"D1:{i}", "s1", "Ana", text, datetime(2024, 5, day, 10, tzinfo=timezone.utc))
+
+
+def _hit_of(turn: Turn, text: str, **kw) -> Hit:
+    amu = AMU(f"u{turn.turn_id}{len(text)}", text, "Ana", turn.timestamp, "s1", (turn.turn_id,), "neutral", (0.0, 1.0, 0.0))
+    return Hit(amu, 1.0, ("event",), (turn.turn_id,), (turn,), **kw)
+
+
+class _Reader:
+    """Records the prompt; counts a token per word; a prompt budget of `budget` tokens."""
+
+    context_tokens = 4096
+
+    def __init__(self, budget: int | None):
+        self.budget, self.prompts = budget, []
+        self.tokens = type("T", (), {"count": staticmethod(lambda s: len(s.split()))})()
+
+    def prompt_budget(self):
+        return self.budget
+
+    def usage(self):
+        return {}
+
+    def complete(self, messages, stage):
+        self.prompts.append(messages[-1]["content"])
+        return "Porto"
+
+
+def test_turns_context_shows_source_turns_once_oldest_first_cut_in_rank_order():
+    from etamem.answering import compose_answer, turn_lines
+
+    old = _turn(1, "I live in Lisbon, right by the river.", 1)
+    new = _turn(2, "We finally moved to Porto last weekend!", 20)
+    cat = _turn(3, "My cat Miso hates the new flat's stairs.", 21)
+    hits = [_hit_of(cat, "Ana has a cat named Miso."), _hit_of(new, "Ana moved to Porto.", supersedes=("x",)),
+            _hit_of(new, "Ana moved last weekend."), _hit_of(old, "Ana lives in Lisbon.", superseded_by=("y",))]
+    lines = [body for _, body in turn_lines(hits, {t.turn_id: t for t in (old, new, cat)})]
+    assert len(lines) == 3 and cat.text in lines[0] and new.text in lines[1]  # rank order, each turn once
+    assert lines[1].endswith("[current; replaces an earlier memory]") and "no longer current" in lines[2]
+    assert "(turn) Ana: " in lines[0]
+    sources = {t.turn_id: t for t in (old, new, cat)}
+    reader = _Reader(None)
+    compose_answer("Where does Ana live?", hits, sources, llm=reader, style="locomo", question_date=None,
+                   time_summaries="2024-W18: Ana talked about moving", context="turns")
+    memories = reader.prompts[-1].split("# Memories")[1].split("# Source turns")[0]
+    assert memories.index(old.text) < memories.index(new.text) < memories.index(cat.text)  # shown oldest first
+    assert not any(h.amu.text in reader.prompts[-1] for h in hits)  # no unit lines
+    assert "talked about moving" not in reader.prompts[-1]  # no Time context
+    full = len(reader.prompts[-1].split())
+    cut = _Reader(full - len(old.text.split()) - 4)  # room for two of the three turns: the best two
+    compose_answer("Where does Ana live?", hits, sources, llm=cut, style="locomo", question_date=None, context="turns")
+    assert new.text in cut.prompts[-1] and cat.text in cut.prompts[-1] and old.text not in cut.prompts[-1]
+
+
+def test_memory_answer_reads_turns_only_when_configured(chat_server):
+    chat_server.responder = lambda body: "Miso"
+    enc = HashingEncoder()
+    config = Config(llm_model="m", llm_base_url=chat_server.base_url, llm_api_key="k", llm_max_retries=0,
+                    llm_background=False, llm_summaries=False, extractor="rules", answer_memory_lines="all",
+                    answer_context="turns")
+    with Memory(None, config, text_encoder=enc, affect_tagger=VaderAffectTagger(enc)) as mem:
+        mem.add(TURNS, space="u")
+        units = [a.text for a in mem.list("u")]
+        assert mem.answer("What is the name of Ana's cat?", space="u").text == "Miso"
+    prompt = chat_server.requests[-1]["messages"][-1]["content"]
+    assert f"(turn) Ana: {TURNS[0]['text']}" in prompt and not any(u in prompt for u in units if u != TURNS[0]["text"])
+    assert "the memories above are the conversation turns themselves" in prompt
+    with pytest.raises(ValueError, match="answer_context"):
+        Config(answer_context="lines").validate()

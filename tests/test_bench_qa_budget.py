@@ -152,3 +152,7 @@ def test_the_packet_diagnosis_reads_etamems_ranking_as_its_source_turns_only():
                      count=estimate_tokens)
     assert [u.sources for u in cut.units] == [("D1:4",), ("D1:1",)] and cut.tokens <= budget
     assert "summary of" not in cut.prompt and "summary of" not in cut.retry()
+    # ETAMem under `answer_context="turns"` gives the reader what the diagnosis gives it
+    turned = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking,
+                        **{**ask, "config": Config(answer_context="turns")})
+    assert turned.prompt == flat.prompt

@@ -68,7 +68,9 @@ def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
     it: FTA-Mem's packet without its auxiliary memory; otherwise the answer prompt's memory lines
     and their source turns. The supplements (ETAMem's Time context, FTA-Mem's auxiliary memory)
     are left out: a context cut to a budget fills them after the evidence (`models.tokens.pack`,
-    as `Memory.answer` does), so they never hold an evidence turn back.
+    as `Memory.answer` does), so they never hold an evidence turn back. A system whose reader gets
+    turns only (`SystemSpec.turns_only`) is counted on the same units' lines, as its earlier
+    records were.
 
     Args:
         wb: the run's `Workbench`.

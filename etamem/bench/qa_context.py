@@ -124,7 +124,7 @@ def qa_context(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConvers
                             ["auxiliary"], budget, count)
         return QAContext(prompt, ranking.units[:k], tokens=_within(prompt, budget, count))
 
-    turns_only = spec.packet == "turns"
+    turns_only = spec.turns_only(config)
 
     def render(units: list[Unit]) -> Callable[[int, str], str]:
         return lambda k, time_text: _style_prompt(dataset, q, units[:k], turn_map, config, time_text)

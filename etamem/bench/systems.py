@@ -52,6 +52,11 @@ class SystemSpec:
     def needs_llm(self) -> bool:
         return self.kind == "full_context"
 
+    def turns_only(self, config) -> bool:
+        """Whether the reader gets the source turns only: packet "turns", or an ETAMem system run
+        with `Config.answer_context` "turns" (as `Memory.answer` under it)."""
+        return self.packet == "turns" or (self.kind == "etamem" and config.answer_context == "turns")
+
     @property
     def constructions(self) -> tuple[str, ...]:
         """The stores the system reads (built before it runs)."""

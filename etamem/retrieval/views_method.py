@@ -72,7 +72,8 @@ class ViewsMethod:
         from etamem.answering import compose_answer, space_time_summaries
 
         sources = {t.turn_id: t for h in hits for t in h.source_turns}
+        packet = engine.config.answer_context == "packet"
         return compose_answer(question, hits, sources, llm=engine.llm, style=engine.config.answer_style,
                               question_date=when, n_sentences=engine.config.answer_evidence_sentences,
-                              time_summaries=space_time_summaries(engine, space, hits),
-                              memory_lines=engine.config.answer_memory_lines)
+                              time_summaries=space_time_summaries(engine, space, hits) if packet else "",
+                              memory_lines=engine.config.answer_memory_lines, context=engine.config.answer_context)
