@@ -3,7 +3,12 @@ units kept / rejected / from the rule fallback, every unit with its turn, the ra
 evidence turn in a search of the LLM-built memory and of one built by the rule extractor, and the
 answers beside their evidence (docs/llm.md, "Measured on this machine").
 
-    python -m benchmarks.llm_demo --model qwen-0.5b [--out results.json]
+    python -m benchmarks.llm_demo --model qwen-0.5b [--out results.json] [--answer-context turns]
+                                  [--answers-only]
+
+`--answer-context` sets `Config.answer_context` for the answers; `--answers-only` builds the memory
+with the rule extractor (no LLM in the construction) and asks the model the demo's questions under
+both answer contexts, "packet" and "turns", so the two are read from the same memory.
 
 Needs the `local-llm` extra and the model (`etamem llm fetch --model NAME`); starts llama-cpp-python's
 server on a free loopback port with 2 threads and stops it at the end.
@@ -21,16 +26,49 @@ from etamem.models import local_llm
 from etamem.models.llm import PLACEHOLDER_API_KEY
 
 
-def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
+def _demo() -> dict:
+    return json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
+
+
+def _answers(mem: Memory, doc: dict, turns: dict) -> list[dict]:
+    out = []
+    for q in doc["questions"]:
+        t = time.perf_counter()
+        ans = mem.answer(q["question"], space=doc["space"], now=q["now"])
+        out.append({"question": q["question"], "answer": ans.text, "llm": ans.llm_used,
+                    "s": round(time.perf_counter() - t, 1),
+                    "evidence": [turns[e].text for e in q["evidence"] if e in turns]})
+    return out
+
+
+def answers_only(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
+    """The demo's questions answered by `model_name` over the rule extractor's memory, once per
+    answer context ("packet", "turns"): what the answer prompt's format alone changes."""
+    model = local_llm.known_model(model_name)
+    doc = _demo()
+    record: dict = {"model": model.name, "construction": "rule extractor, no LLM", "answers": {}}
+    with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
+        for context in ("packet", "turns"):
+            cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
+                         llm_response_format="json_object", top_k=10, llm_cache_path=cache, extractor="rule",
+                         supersession="rules", restatements="rules", llm_summaries=False, answer_context=context)
+            with Memory(config=cfg) as mem:
+                add_demo(mem, doc)
+                turns = {t.turn_id: t for t in mem.turns(doc["space"])}
+                record["answers"][context] = _answers(mem, doc, turns)
+    return record
+
+
+def run(model_name: str, threads: int = 2, cache: str | None = None, answer_context: str = "packet") -> dict:
     """The demo through `model_name` (a known model or its alias): the measured record. `cache`: an
     LLM reply cache file kept between runs (a rerun with the same prompts asks the model nothing)."""
     model = local_llm.known_model(model_name)
-    doc = json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
+    doc = _demo()
     space = doc["space"]
     with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
         cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
                      llm_response_format="json_object", top_k=10,
-                     llm_cache_path=cache)
+                     llm_cache_path=cache, answer_context=answer_context)
         with Memory(config=cfg) as mem:
             t0 = time.perf_counter()
             add_demo(mem, doc)
@@ -40,7 +78,8 @@ def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
             flush_s = time.perf_counter() - t1
             turns = {t.turn_id: t for t in mem.turns(space)}
             record = {
-                "model": model.name, "turns": len(doc["turns"]), "add_s": round(add_s, 1),
+                "model": model.name, "answer_context": answer_context, "turns": len(doc["turns"]),
+                "add_s": round(add_s, 1),
                 "s_per_turn": round(add_s / len(doc["turns"]), 2), "flush_s": round(flush_s, 1),
                 "llm_s_per_turn": round((add_s + flush_s) / len(doc["turns"]), 2),
                 "extraction": mem.stats(space)["extraction"],
@@ -48,15 +87,9 @@ def run(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
                                   v.completion_tokens, "s": round(v.seconds, 1)} for k, v in mem.llm.usage().items()},
                 "units": [{"turn": u.source_turn_ids[0], "speaker": turns[u.source_turn_ids[0]].speaker,
                            "text": u.text} for u in mem.list(space)],
-                "answers": [],
             }
             record["evidence_rank"] = {"llm": evidence_ranks(mem, doc)}
-            for q in doc["questions"]:
-                t = time.perf_counter()
-                ans = mem.answer(q["question"], space=space, now=q["now"])
-                record["answers"].append({"question": q["question"], "answer": ans.text, "llm": ans.llm_used,
-                                          "s": round(time.perf_counter() - t, 1),
-                                          "evidence": [turns[e].text for e in q["evidence"] if e in turns]})
+            record["answers"] = _answers(mem, doc, turns)
     # the same demo with the offline extractor and no LLM path, whatever $ETAMEM_LLM_MODEL says
     rule_cfg = Config(extractor="rule", supersession="rules", restatements="rules", llm_summaries=False, top_k=10)
     with Memory(config=rule_cfg) as rule_mem:
@@ -90,8 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=None, help="write the record as JSON here")
     p.add_argument("--cache", default=None, help="an LLM reply cache file to keep between runs (default: none)")
+    p.add_argument("--answer-context", default="packet", choices=("packet", "turns"),
+                   help="Config.answer_context for the answers (default: packet)")
+    p.add_argument("--answers-only", action="store_true",
+                   help="rule-extracted memory, the questions answered under both answer contexts")
     args = p.parse_args(argv)
-    record = run(args.model, args.threads, args.cache)
+    record = (answers_only(args.model, args.threads, args.cache) if args.answers_only
+              else run(args.model, args.threads, args.cache, args.answer_context))
     text = json.dumps(record, indent=1, default=str)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

@@ -262,13 +262,13 @@ class Config:
     Attributes:
         answer_style: "locomo" or "longmemeval".
         answer_evidence_sentences: Without an LLM: sentences returned as the answer.
-        answer_memory_lines: "distinct" (default): an answer prompt leaves out a memory line that
+        answer_memory_lines: With `answer_context` "packet": "distinct" (default) leaves out a memory line that
             only restates its source turns (shown beside it), so a token budget holds more evidence
             (docs/benchmarks.md, 'Evidence within the reader's budget'); "all": every line.
-        answer_context: What an ETAMem answer prompt holds: "packet" (default: memory lines, their
-            source turns, the Time context) or "turns" (the evidence's source turns only, cut in rank
-            order, shown oldest first; notes on facts that changed kept); a small reader answered
-            better from turns (docs/benchmarks.md, 'Answers with a local reader').
+        answer_context: What an ETAMem answer prompt holds: "turns" (default: the evidence's source
+            turns only, cut in rank order, shown oldest first, notes on facts that changed kept) or
+            "packet" (memory lines, their source turns, the Time context: the paper's); the local
+            1.5B reader answered better from turns (docs/benchmarks.md, 'Answers with a local reader').
         context_top_k: Memories in `Memory.context` (the prompt-ready packet) unless `top_k` says.
 
     **Input limits, residency, chat input** (etamem/ingest/inputs.py, etamem/live/residency.py).
@@ -515,7 +515,7 @@ class Config:
     answer_style: str = "locomo"  # "locomo" | "longmemeval"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
     answer_memory_lines: str = "distinct"  # "distinct": no line that only restates its source turns | "all"
-    answer_context: str = "packet"  # "packet": memory lines, source turns, Time context | "turns": source turns only
+    answer_context: str = "turns"  # "turns": the evidence's source turns only | "packet": + memory lines, Time context
     context_top_k: int = 10  # memories in `Memory.context` (the prompt-ready packet) unless top_k says
 
     # --- input limits (etamem/ingest/inputs.py) -------------------------------------------------

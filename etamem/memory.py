@@ -664,8 +664,9 @@ class Memory(Engine):
                top_k: int | None = None, *, filters: Filters | Mapping[str, Any] | None = None) -> Answer:
         """Answer from memory.
 
-        An LLM answer grounded in a context packet (evidence AMUs with dates and views, their source
-        turns, Time summaries) when an LLM is configured, else the best evidence sentences with a note
+        An LLM answer grounded in the evidence's source turns (`Config.answer_context` "turns"; "packet":
+        the evidence AMUs with dates and views, their source turns, Time summaries) when an LLM is
+        configured, else the best evidence sentences with a note
         saying no LLM is configured. If the LLM says the memories lack the answer, it is asked once
         more with raw turns added (those `filters` lets through: the evidence is the filtered
         retrieval's, see `retrieve`).

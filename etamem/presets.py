@@ -62,6 +62,8 @@ ADDITIONS: tuple[Addition, ...] = (
              (("time_boost", 0.0),)),
     Addition("current-first", "a superseded fact ranks after what replaced it (facts that change; paper: none)",
              (("current_first", False),)),
+    Addition("turns-answer", "an LLM answer reads the evidence's source turns only (paper: memory lines, their "
+             "source turns and the Time context)", (("answer_context", "packet"),)),
     Addition("supersession", "`supersedes` links made at write time (paper: none)",
              (("supersession", "off"),), query_time=False),
     Addition("batch-insert", "the units of one add() inserted with one descent per tree (paper: unit by unit)",

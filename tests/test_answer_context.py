@@ -54,7 +54,8 @@ def test_answer_prompt_shows_each_turn_once_unless_asked_for_all_lines(chat_serv
     prompts = {}
     for lines in ("distinct", "all"):
         config = Config(llm_model="m", llm_base_url=chat_server.base_url, llm_api_key="k", llm_max_retries=0,
-                        llm_background=False, llm_summaries=False, extractor="rules", answer_memory_lines=lines)
+                        llm_background=False, llm_summaries=False, extractor="rules", answer_memory_lines=lines,
+                        answer_context="packet")
         with Memory(None, config, text_encoder=enc, affect_tagger=VaderAffectTagger(enc)) as mem:
             mem.add(TURNS, space="u")
             units = [a.text for a in mem.list("u")]

@@ -228,7 +228,8 @@ def qa_run(tmp_path_factory, slice_file, models, stores):
         summary = run(_opts(path, out, stores, ["etamem", "no-fallback", "bm25-turns", "full-context"], no_llm=False,
                             model="answer-model", base_url=server.base_url,
                             # every memory line shown, so a raw turn's "(raw)" tag tells the retry's prompt
-                            overrides={"fallback_threshold": -2.0, "answer_memory_lines": "all"}),
+                            overrides={"fallback_threshold": -2.0, "answer_memory_lines": "all",
+                                       "answer_context": "packet"}),
                       **models)
         requests = [r["messages"][-1]["content"] for r in server.requests]
     return summary, out, scored, requests

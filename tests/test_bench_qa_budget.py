@@ -138,7 +138,7 @@ def test_the_packet_diagnosis_reads_etamems_ranking_as_its_source_turns_only():
     q = BenchQuestion("conv:q1", "conv", "What colour is Ana's boat?", "blue", "1", "8 May 2023, 2:00 pm")
     conv = BenchConversation("conv", turns, [q])
     ask = dict(turns=turns, turn_map=turn_map, config=Config(), qa_turns=20)
-    full = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking, **ask)
+    full = qa_context(_Bench(), "locomo", BY_KEY["etamem-packet"], conv, q, ranking, **ask)
     flat = qa_context(_Bench(), "locomo", BY_KEY["etamem-as-turns"], conv, q, ranking, **ask)
     assert "Ana's boat is blue" in full.prompt and "summary of h4" in full.prompt
     # the same ranking, read as its source turns in rank order, each once: no unit line, no Time context
@@ -152,7 +152,9 @@ def test_the_packet_diagnosis_reads_etamems_ranking_as_its_source_turns_only():
                      count=estimate_tokens)
     assert [u.sources for u in cut.units] == [("D1:4",), ("D1:1",)] and cut.tokens <= budget
     assert "summary of" not in cut.prompt and "summary of" not in cut.retry()
-    # ETAMem under `answer_context="turns"` gives the reader what the diagnosis gives it
-    turned = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking,
-                        **{**ask, "config": Config(answer_context="turns")})
-    assert turned.prompt == flat.prompt
+    # ETAMem under the default `answer_context="turns"` gives the reader what the diagnosis gives
+    # it; under "packet", what etamem-packet gives it
+    assert qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking, **ask).prompt == flat.prompt
+    packet = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking,
+                        **{**ask, "config": Config(answer_context="packet")})
+    assert packet.prompt == full.prompt

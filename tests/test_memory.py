@@ -189,9 +189,8 @@ def test_answer_with_llm_via_local_server(minilm, chat_server, tmp_path):
     ans = mem.answer("Where does Ben work?", space="u1", now="2023-06-01")
     assert ans.llm_used and ans.text == "Lyon"
     assert "Question date: 1 June 2023" in seen[0]
-    assert "a2 Ben: I started a new job as a nurse in Lyon." in seen[0]  # source turns section
-    # the rules' unit only restates that turn: its memory line is left out (answer_memory_lines)
-    assert "Ben started a new job as a nurse in Lyon" not in seen[0]
+    assert "(turn) Ben: I started a new job as a nurse in Lyon." in seen[0]  # the evidence's source turn
+    assert "Ben started a new job as a nurse in Lyon" not in seen[0]  # no unit lines (answer_context "turns")
     assert ans.cost["answer"].calls == 1 and ans.cost["answer"].prompt_tokens > 0
     again = mem.answer("Where does Ben work?", space="u1", now="2023-06-01")
     assert again.text == "Lyon" and again.cost["answer"].cached_calls == 1 and len(seen) == 1

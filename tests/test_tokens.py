@@ -87,7 +87,8 @@ TURNS = [{"turn_id": f"t{i}", "session_id": "s1", "speaker": "Ana", "timestamp":
          for i in range(30)]
 
 
-def test_answer_keeps_the_best_evidence_that_fits_the_context(chat_server, caplog):
+@pytest.mark.parametrize("context", ["packet", "turns"])
+def test_answer_keeps_the_best_evidence_that_fits_the_context(chat_server, caplog, context):
     chat_server.tokenizer = True
 
     def reply(body):
@@ -99,21 +100,24 @@ def test_answer_keeps_the_best_evidence_that_fits_the_context(chat_server, caplo
         return "museum"
 
     chat_server.responder = reply
-    with _memory(chat_server, top_k=30) as unbounded:
+    with _memory(chat_server, top_k=30, answer_context=context) as unbounded:
         unbounded.add(TURNS, space="u")
         full = unbounded.answer("Which harbour museum did Ana visit?", space="u")
     full_words = len(chat_server.requests[-1]["messages"][-1]["content"].split())
     chat_server.requests.clear()
-    with _memory(chat_server, top_k=30, llm_context_tokens=full_words // 2 + 200, llm_max_tokens=100) as mem:
+    with _memory(chat_server, top_k=30, llm_context_tokens=full_words // 2 + 200, llm_max_tokens=100,
+                 answer_context=context) as mem:
         mem.add(TURNS, space="u")
         with caplog.at_level(logging.WARNING, logger="etamem.answering"):
             ans = mem.answer("Which harbour museum did Ana visit?", space="u")
     prompt = chat_server.requests[-1]["messages"][-1]["content"]
     assert ans.llm_used and len(full.hits) == len(ans.hits) == 30
     assert len(prompt.split()) <= full_words // 2 + 200 - 100 - 16  # within the budget, by the server's count
-    kept = [h.amu.text for h in ans.hits if h.amu.text in prompt]
+    def shown(h):  # a memory line ("packet") or the hit's source turn ("turns")
+        return h.amu.text if context == "packet" else f"Ana: {h.source_turns[0].text}"
+    kept = [shown(h) for h in ans.hits if shown(h) in prompt]
     assert 0 < len(kept) < 30
-    assert kept == [h.amu.text for h in ans.hits[:len(kept)]]  # the best ones, in rank order
+    assert kept == [shown(h) for h in ans.hits[:len(kept)]]  # the best ones, in rank order
     assert "fit the model's context" in caplog.text
 
 
@@ -128,7 +132,7 @@ def test_answer_leaves_out_time_context_before_any_evidence(chat_server):
 
     def section(prompt):
         return prompt.split("# Time context")[1].split("\n# ")[0].splitlines()[1:]
-    with _memory(chat_server, top_k=30, extractor="rules") as unbounded:
+    with _memory(chat_server, top_k=30, extractor="rules", answer_context="packet") as unbounded:
         unbounded.add(turns, space="u")
         unbounded.answer(question, space="u")
     full = chat_server.requests[-1]["messages"][-1]["content"]
@@ -136,7 +140,7 @@ def test_answer_leaves_out_time_context_before_any_evidence(chat_server):
     assert len(time_lines) >= 3
     cut = len(full.split()) - len(" ".join(time_lines).split()) // 2
     with _memory(chat_server, top_k=30, extractor="rules", llm_context_tokens=cut + 100 + 16,
-                 llm_max_tokens=100) as mem:
+                 llm_max_tokens=100, answer_context="packet") as mem:
         mem.add(turns, space="u")
         ans = mem.answer(question, space="u")
     prompt = chat_server.requests[-1]["messages"][-1]["content"]

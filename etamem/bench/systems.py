@@ -16,8 +16,10 @@ mode or anchor set, `ablations.FTA_CONSTRUCTIONS`); `fta-no-links` / `fta-no-cue
 `fta-question-only` change only the query-time config, and
 `etamem-over-fta` runs ETAMem's routed retrieval over the `fta` store's units (the two combined).
 `etamem-as-turns` ranks as `etamem` and gives the reader that ranking's source turns only, in rank
-order and formatted as the flat systems' turns (no unit lines, no Time context): with a reader, it
-tells the packet's format from the ranking (group `packet`).
+order and formatted as the flat systems' turns (no unit lines, no Time context), whatever
+`Config.answer_context` says; `etamem-packet` gives it the paper's packet (unit lines, their source
+turns, the Time context): with a reader, the two tell the packet's format from the ranking (group
+`packet`). `etamem` follows `Config.answer_context` (default "turns", as `etamem-as-turns`).
 Group `fta-paper`: the systems of the FTA-Mem paper's Tables 6-8 and Fig. 3. Without an LLM,
 `fta-no-rewrite` ranks as `fta` (there is no rewrite to leave out) and `fta-question-only`
 retrieves nothing (its row is empty; with an LLM it answers from an empty packet).
@@ -53,9 +55,10 @@ class SystemSpec:
         return self.kind == "full_context"
 
     def turns_only(self, config) -> bool:
-        """Whether the reader gets the source turns only: packet "turns", or an ETAMem system run
-        with `Config.answer_context` "turns" (as `Memory.answer` under it)."""
-        return self.packet == "turns" or (self.kind == "etamem" and config.answer_context == "turns")
+        """Whether the reader gets the source turns only: packet "turns", or an ETAMem system whose
+        `answer_context` (its override, else the run's config) is "turns", as `Memory.answer` under it."""
+        context = dict(self.overrides).get("answer_context", config.answer_context)
+        return self.packet == "turns" or (self.kind == "etamem" and context == "turns")
 
     @property
     def constructions(self) -> tuple[str, ...]:
@@ -130,6 +133,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     _fta("fta-flat-packet", "FTA-Mem, flat packet", overrides=(("fta_packet", "flat"),)),
     _eta("etamem-as-turns", "ETAMem's ranking read as its source turns (no unit lines, no Time context)",
          packet="turns"),
+    _eta("etamem-packet", "ETAMem's ranking read as the paper's packet (unit lines, source turns, Time context)",
+         overrides=(("answer_context", "packet"),)),
     _eta("etamem-over-fta", "ETAMem views over FTA units", construction="fta",
          overrides=(("method", "etamem"), ("units", "fta"))),
 )
@@ -166,14 +171,15 @@ GROUPS = {
                   "no-context", "turn-context-only", "no-dialogue", "no-speaker-boost", "no-self-boost", "no-bm25", "bm25-ceiling",
                   "mean-routing", "wide-beam", "narrow-beam", "no-hierarchy", "no-fallback", "etamem-rrf", "event-only",
                   "affect-only", "time-only"],
-    "packet": ["hybrid-turns", "etamem", "etamem-as-turns"],
+    "packet": ["hybrid-turns", "etamem-packet", "etamem-as-turns"],
     "unified": ["unified-semantic", "unified-affective", "time-only"],
     "fta-all": ["hybrid-turns", "etamem", "fta", "fta-fixed-window", "fta-session", "fta-turn-pair", "fta-no-links",
                 "fta-no-cue", "fta-no-bm25", "fta-flat-packet", "etamem-over-fta"],
     # the FTA-Mem paper's Table 6 (granularity), Table 7 (fixed window), Table 8 and Fig. 3 (ablations)
     "fta-paper": FTA_PAPER,
     "paper-to-default": [s.key for s in LADDER],
-    "all": [s.key for s in SYSTEMS if s not in LADDER and s.packet == "units"],  # etamem-as-turns: a reader's diagnosis
+    # etamem-as-turns, etamem-packet: a reader's diagnosis
+    "all": [s.key for s in SYSTEMS if s not in LADDER and s.packet == "units" and s.key != "etamem-packet"],
 }
 DEFAULT_SYSTEMS = GROUPS["all"]
 SWEEP_ALIASES = {"beta": "bm25_weight", "K": "top_k", "B": "beam_width", "budget": "route_budget",

@@ -15,13 +15,14 @@ EPILOG = """systems (keys; groups: baselines, views, ablations, diagnosis, packe
   no-speaker-boost no-self-boost bm25-ceiling wide-beam narrow-beam
   fta fta-fixed-window fta-plain-windows fta-session fta-turn-pair fta-no-links fta-no-time
   fta-no-affect fta-fact-only fta-question-only fta-no-rewrite fta-no-cue fta-no-aux fta-no-bm25
-  fta-flat-packet etamem-as-turns etamem-over-fta
-  (group packet, not in all: hybrid-turns etamem etamem-as-turns, ETAMem's ranking read as its source turns only;
+  fta-flat-packet etamem-as-turns etamem-packet etamem-over-fta
+  (group packet, not in all: hybrid-turns etamem-packet etamem-as-turns, ETAMem's ranking read as the paper's
+   packet and as its source turns only;
    group unified: unified-semantic unified-affective time-only, the paper's Table 5;
    group fta-all: hybrid-turns etamem and the fta systems up to fta-no-links, fta-no-cue,
    fta-no-bm25, fta-flat-packet, etamem-over-fta;
    group fta-paper: the FTA-Mem paper's Tables 6-8 and Fig. 3, see docs/fta-paper.md)
-  ladder-0 ladder-1 ladder-2 ladder-3 ladder-4 ladder-5 ladder-6 ladder-7 ladder-8 ladder-9 ladder-10
+  ladder-0 ladder-1 ladder-2 ladder-3 ladder-4 ladder-5 ladder-6 ladder-7 ladder-8 ladder-9 ladder-10 ladder-11
   (group paper-to-default, not in all: from the paper's query-time settings to the run's own, one
    of the project's additions at a time; docs/presets.md)
 
