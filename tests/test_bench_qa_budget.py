@@ -158,3 +158,30 @@ def test_the_packet_diagnosis_reads_etamems_ranking_as_its_source_turns_only():
     packet = qa_context(_Bench(), "locomo", BY_KEY["etamem"], conv, q, ranking,
                         **{**ask, "config": Config(answer_context="packet")})
     assert packet.prompt == full.prompt
+
+
+def test_evidence_is_counted_on_what_the_reader_gets():
+    """ETAMem's evidence tokens are counted on its source turns under `answer_context` "turns"
+    (the default) and on its memory lines and source turns under "packet", tagged apart so a record
+    counted one way is counted again the other way."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from etamem.bench.budget import CONTEXT, context_tag, context_text
+    from etamem.bench.run_stores import Ranking
+    from etamem.bench.systems import BY_KEY, Unit
+    from etamem.config import Config
+    from etamem.records import Turn
+
+    t0 = datetime(2023, 5, 8, 13, tzinfo=timezone.utc)
+    turns = {f"D1:{i}": Turn(f"D1:{i}", "s1", "Ana", f"turn number {i} about the lake", t0, "conv") for i in range(3)}
+    ranking = Ranking([Unit(("D1:2",), "Ana rowed across the lake", t0, ("event",)),
+                       Unit(("D1:0", "D1:2"), "Ana swam", t0, ("affect",))])
+    wb = SimpleNamespace(config=Config())
+    turned = context_text(wb, BY_KEY["etamem"], "conv", ranking, 2, turns)
+    assert "Ana rowed" not in turned and "(turn) Ana: turn number 2 about the lake" in turned
+    assert turned.count("turn number 2") == 1 and "turn number 0" in turned
+    packet = context_text(wb, BY_KEY["etamem-packet"], "conv", ranking, 2, turns)
+    assert "Ana rowed across the lake" in packet and "turn number 2" in packet
+    assert context_tag(BY_KEY["etamem"], wb.config) != context_tag(BY_KEY["etamem-packet"], wb.config) == CONTEXT
+    assert context_tag(BY_KEY["hybrid-turns"], wb.config) == CONTEXT

@@ -4,9 +4,10 @@ reader's budget').
 
 A system fills the reader's context in rank order. For each gold turn the runner renders the
 context of the ranking's first i units, where unit i is the first that carries that turn, exactly
-as the answer prompt shows it (ETAMem: its memory lines, less those that only restate their
-source turns, and the source turns; FTA-Mem: its packet's units, neighbours and dialogue spans;
-flat baselines: the turns), and counts its tokens with the reader's tokenizer. Supplements
+as the answer prompt shows it (ETAMem: its units' source turns under `Config.answer_context`
+"turns", else its memory lines, less those that only restate their source turns, and the source
+turns; FTA-Mem: its packet's units, neighbours and dialogue spans; flat baselines: the turns), and
+counts its tokens with the reader's tokenizer. Supplements
 (ETAMem's Time context, FTA-Mem's auxiliary memory) come after the evidence in a context cut to a
 budget (`etamem.models.tokens.pack`), so they are not counted. The context cut at B tokens holds
 that turn iff this count is <= B: contexts only grow as units are added, so the longest prefix
@@ -29,6 +30,12 @@ from etamem.bench.paired import paired
 
 BUDGETS = (500, 1000, 2000)
 CONTEXT = "evidence-first/2"  # how the counted context is filled (records made otherwise are counted again)
+
+
+def context_tag(spec, config) -> str:
+    """`CONTEXT`, marked "/turns" for a system whose reader gets its units' source turns only
+    (`SystemSpec.turns_only`): a record counted otherwise is counted again."""
+    return CONTEXT + ("/turns" if spec.turns_only(config) else "")
 BASELINE = "hybrid-turns"
 
 
@@ -69,8 +76,7 @@ def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
     and their source turns. The supplements (ETAMem's Time context, FTA-Mem's auxiliary memory)
     are left out: a context cut to a budget fills them after the evidence (`models.tokens.pack`,
     as `Memory.answer` does), so they never hold an evidence turn back. A system whose reader gets
-    turns only (`SystemSpec.turns_only`) is counted on the same units' lines, as its earlier
-    records were.
+    turns only (`SystemSpec.turns_only`: ETAMem by default) is counted on those turns.
 
     Args:
         wb: the run's `Workbench`.
@@ -85,6 +91,10 @@ def context_text(wb, spec, space: str, ranking, n: int, turns: Mapping) -> str:
     units = ranking.units[:n]
     if spec.kind == "fta":
         return wb.fta_packet(spec, space, ranking.hits[:n], auxiliary=False)
+    if spec.turns_only(wb.config):  # the units' source turns, as the answer prompt shows them
+        from etamem.bench.qa_context import as_turns
+
+        units = as_turns(units, turns)
     shown = turns if wb.config.answer_memory_lines == "distinct" else None  # as the answer prompt
     return "\n".join([format_units(units, shown), format_sources(units, turns)])
 

@@ -413,7 +413,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
     identity, count) to record each gold turn's tokens to reach the reader (budget.py);
     `context_tokens`: every answer prompt cut to that many tokens of `tokens` (qa_context.py);
     `bar`: a progress bar advanced once per (system, question)."""
-    from etamem.bench.budget import CONTEXT, context_text, evidence_tokens
+    from etamem.bench.budget import context_tag, context_text, evidence_tokens
     from etamem.bench.qa import answer_and_judge
     from etamem.bench.qa_context import qa_context
 
@@ -423,10 +423,10 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
     def shown(units) -> int:  # distinct turns an answer context holds: all of them under a token budget
         return len(distinct(t for u in units or [] for t in u.sources)) if context_tokens else qa_turns
 
-    def stale(q: BenchQuestion, key: tuple) -> bool:  # no record, or one without the requested evidence counts
-        rec = results.records.get(key)
+    def stale(q: BenchQuestion, spec: SystemSpec) -> bool:  # no record, or one without the requested evidence counts
+        rec = results.records.get(("retrieval", spec.key, q.qid))
         return rec is None or (counted(q) and (rec.get("evidence_tokenizer"), rec.get("evidence_context"))
-                               != (tokens[0], CONTEXT))
+                               != (tokens[0], context_tag(spec, config)))
 
     session_of = {t["turn_id"]: t["session_id"] for t in conv.turns}
     encoded = False
@@ -434,7 +434,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
         todo = []
         for q in conv.questions:
             need_r = (spec.kind != "full_context" and eligible_for_retrieval(dataset, q)
-                      and stale(q, ("retrieval", spec.key, q.qid)))
+                      and stale(q, spec))
             need_qa = llm is not None and dataset not in RETRIEVAL_ONLY and not results.has("qa", spec.key, q.qid)
             if need_r or need_qa:
                 todo.append((q, need_r, need_qa))
@@ -464,7 +464,7 @@ def _run_conversation(dataset: str, conv: BenchConversation, specs: list[SystemS
                 if need_r:
                     budget = {}
                     if counted(q):
-                        budget = {"evidence_tokenizer": tokens[0], "evidence_context": CONTEXT,
+                        budget = {"evidence_tokenizer": tokens[0], "evidence_context": context_tag(spec, config),
                                   "evidence_tokens": evidence_tokens(
                             [u.sources for u in ranking.units], q.gold_turns,
                             lambda n: context_text(wb, spec, conv.space, ranking, n, turn_map), tokens[1])}
