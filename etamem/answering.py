@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the source-turn section of an answer prompt whose memory lines are the turns themselves
+TURNS_ARE_MEMORIES = "(the memories above are the conversation turns themselves)"
 NO_LLM_NOTE = ("no LLM is configured: returning the best stated fact for the question's kind "
                "(set ETAMEM_LLM_MODEL and OPENAI_BASE_URL / OPENAI_API_KEY for generated answers)")
 
@@ -86,8 +88,8 @@ def says_missing(text: str) -> bool:
     return any(m in low for m in MISSING)
 
 
-def turn_lines(hits: list[Hit], sources: dict[str, Turn]) -> list[tuple[str, str]]:
-    """The hits' source turns in rank order, each once, as (sort key, line): `[8 May 2023] (turn)
+def turn_lines(hits: list[Hit], sources: dict[str, Turn]) -> list[tuple[tuple[datetime, str], str]]:
+    """The hits' source turns in rank order, each once, as ((time, id), line): `[8 May 2023] (turn)
     Caroline: text`, noted `[no longer current ...]` when every hit from that turn is superseded
     and `[current; replaces ...]` when one of them replaces an earlier memory; a hit with no stored
     source turn keeps its unit text. `Config.answer_context` "turns"."""
@@ -100,15 +102,15 @@ def turn_lines(hits: list[Hit], sources: dict[str, Turn]) -> list[tuple[str, str
     for t, group in order.items():
         if t in sources:
             turn = sources[t]
-            key, body = f"{turn.timestamp.isoformat()} {t}", f"[{format_date(turn.timestamp)}] (turn) {turn.speaker}: {turn.text}"
+            when, body = turn.timestamp, f"(turn) {turn.speaker}: {turn.text}"
         else:
-            h = group[0]
-            key, body = f"{h.amu.timestamp.isoformat()} {t}", f"[{format_date(h.amu.timestamp)}] ({', '.join(h.views)}) {h.amu.text}"
+            when, body = group[0].amu.timestamp, f"({', '.join(group[0].views)}) {group[0].amu.text}"
+        body = f"[{format_date(when)}] {body}"
         if all(h.superseded_by for h in group):
             body += " [no longer current: a later memory replaces it]"
         elif any(h.supersedes for h in group):
             body += " [current; replaces an earlier memory]"
-        lines.append((key, body))
+        lines.append(((when, t), body))
     return lines
 
 
@@ -127,24 +129,20 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
         lines = turn_lines(hits, sources)
         time_summaries = ""
 
-        def render(k: int, summaries: str) -> str:
-            return render_prompt(
-                f"answer_{style}", question=question,
-                memories="\n".join(body for _, body in sorted(lines[:k])) or "(none)",
-                source_turns="(the memories above are the conversation turns themselves)", time_summaries="(none)",
-                question_date=format_date(question_date) if question_date else "unknown",
-            )
+        def sections(k: int, summaries: str) -> tuple[str, str, str]:  # memories, source turns, Time context
+            return "\n".join(body for _, body in sorted(lines[:k])) or "(none)", TURNS_ARE_MEMORIES, "(none)"
         n = len(lines)
     else:
+        def sections(k: int, summaries: str) -> tuple[str, str, str]:
+            return (format_memories(hits[:k], sources if memory_lines == "distinct" else None),
+                    format_source_turns(hits[:k], sources), summaries or "(none)")
         n = len(hits)
 
-        def render(k: int, summaries: str) -> str:
-            return render_prompt(
-                f"answer_{style}", question=question,
-                memories=format_memories(hits[:k], sources if memory_lines == "distinct" else None),
-                source_turns=format_source_turns(hits[:k], sources), time_summaries=summaries or "(none)",
-                question_date=format_date(question_date) if question_date else "unknown",
-            )
+    def render(k: int, summaries: str) -> str:
+        memories, source_turns, time_text = sections(k, summaries)
+        return render_prompt(f"answer_{style}", question=question, memories=memories, source_turns=source_turns,
+                             time_summaries=time_text,
+                             question_date=format_date(question_date) if question_date else "unknown")
 
     budget = llm.prompt_budget() if hasattr(llm, "prompt_budget") else None  # test doubles have none
     if budget is None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Callable
 
-from etamem.answering import restates, says_missing
+from etamem.answering import TURNS_ARE_MEMORIES, restates, says_missing
 from etamem.bench.data import BenchQuestion
 from etamem.bench.metrics import TOKEN, bleu1, distinct_turns, parse_verdict, token_f1
 from etamem.bench.run_stores import usage_delta
@@ -49,7 +49,7 @@ def format_units(units: list[Unit], turns: dict[str, Turn] | None = None) -> str
 
 def format_sources(units: list[Unit], turns: dict[str, Turn]) -> str:
     if all(u.views == ("turn",) for u in units):
-        return "(the memories above are the conversation turns themselves)"
+        return TURNS_ARE_MEMORIES
     seen: list[str] = []
     for u in sorted(units, key=lambda u: (u.timestamp, u.sources)):
         seen.extend(t for t in u.sources if t in turns and t not in seen)

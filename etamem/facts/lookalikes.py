@@ -80,8 +80,8 @@ _POSSESSIVE = {"my", "our", "your", "his", "her", "their"}
 # a discourse opener before the subject: "Turns out my daughter ...", "btw my mum ...", "Fun fact: my ..."
 _OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s+(?:that\s+)?|btw,?\s+|by the way,?\s+"
            r"|oh,?\s+(?:and\s+)?|fun fact:?\s+|guess what,?\s+)?")
-_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|the(?=\s+(?:kids|children|twins)\b))\s+"
-                             r"((?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
+_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|(?P<household>the)(?=\s+(?:kids|children|twins)\b))\s+"
+                             r"(?P<who>(?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
                              r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
                              r"|grandfather|kid|kids|twins|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
                              r"|coworker|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)
@@ -115,8 +115,8 @@ def statement_holder(text: str) -> str | None:
     m = _SUBJECT_PERSON.search(text)
     if m is None:
         return None
-    who, shared = m.group(1).lower(), m.group(0).lower().split()[-2] == "the"  # "the kids": the user's household
-    return None if (who in _PARTNER or shared) and _USER.search(text[m.end():]) else who
+    who = m.group("who").lower()
+    return None if (who in _PARTNER or m.group("household")) and _USER.search(text[m.end():]) else who
 
 
 def _toks(t: str) -> list[str]:
