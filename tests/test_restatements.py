@@ -352,3 +352,22 @@ def test_school_years_and_another_household_member_are_not_changes():
                               "During my army years I bought these boots and I still wear them.")
     assert not distinct_facts("I don't go to the barber's on Mill Lane anymore, I get it cut at the salon.",
                               "I get my hair cut at a tiny barber's on Mill Lane, been going there for years")
+
+
+def test_another_persons_reason_clause_is_not_the_users_change():
+    """The eleventh blind set's look-alike (tuning since): a change word inside a reason clause whose
+    subject is someone else ("now that my daughter no longer needs lifts") is that person's change,
+    not a change of the user's Tuesday routine; the user's own change words still count."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    old = "Tuesday nights I take my son to cub scouts, 6.30 till 8."
+    assert distinct_facts("thursday evenings ive got choir, now that my daughter no longer needs lifts to netball "
+                          "I actually make it every week", old)
+    assert distinct_facts("Thursday evenings ive got choir, now that the user's daughter no longer needs lifts to netball "
+                          "the user actually makes it every week",  # the units the rule extractor makes
+                          "Tuesday nights the user takes the user's son to cub scouts, 6.30 till 8.")
+    # the user's own change, with or without someone else's reason beside it
+    assert not distinct_facts("I no longer take my son to cub scouts on Tuesday nights, now that my daughter drives him",
+                              old)
+    assert not distinct_facts("I don't take him to cub scouts on Tuesday nights anymore because my wife does it now", old)
+    assert not distinct_facts("now that my son and I moved, cub scouts is on Thursday nights instead", old)

@@ -44,7 +44,8 @@ the bike" after "bought a road bike"). Two periods of a life ("in my twenties" /
 statement is true of its own period; so does a past period beside a statement that names none
 ("when I was in my twenties I lived on noodles" / "these days I mostly cook lentils") unless a
 strong change word says it ended ("sold the yamaha" after "a yamaha I got in college"). A
-relative's fact may follow an opener ("Turns out my daughter ...").
+relative's fact may follow an opener ("Turns out my daughter ..."), and a change word in a reason
+clause about someone else is theirs ("choir on Thursdays now that my daughter no longer needs lifts").
 
 Where one was born or grew up ("I was born in Galway") holds against any word too: it is never a
 version of what the other statement says ("I live in Dublin now"). An added quantity of another
@@ -80,11 +81,17 @@ _POSSESSIVE = {"my", "our", "your", "his", "her", "their"}
 # a discourse opener before the subject: "Turns out my daughter ...", "btw my mum ...", "Fun fact: my ..."
 _OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s+(?:that\s+)?|btw,?\s+|by the way,?\s+"
            r"|oh,?\s+(?:and\s+)?|fun fact:?\s+|guess what,?\s+)?")
+_WHO = (r"(?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
+        r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
+        r"|grandfather|kid|kids|twins|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
+        r"|coworker|boss)(?:-in-law)?")
 _SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|(?P<household>the)(?=\s+(?:kids|children|twins)\b))\s+"
-                             r"(?P<who>(?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
-                             r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
-                             r"|grandfather|kid|kids|twins|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
-                             r"|coworker|boss)(?:-in-law)?)(?![\w-])", re.IGNORECASE)
+                             r"(?P<who>" + _WHO + r")(?![\w-])", re.IGNORECASE)
+# a reason clause whose subject is another person: its change words are that person's, not the
+# speaker's ("choir on Thursdays, now that my daughter no longer needs lifts to netball")
+_OTHERS_REASON = re.compile(r"\b(?:now that|because|cos|coz|bc|as)\s+(?:my|our|his|her|their|the user's|the|\w+'s)\s+"
+                            r"(?:\w+\s+)?"
+                            + _WHO + r"(?![\w-])(?!\s+and\s+(?:i|me)\b)[^,.;:!?]*", re.IGNORECASE)
 
 
 def _times(text: str) -> frozenset[str]:
@@ -340,15 +347,16 @@ def distinct_facts(new: str, old: str) -> bool:
             and not STRONG_CHANGE.search(t_new):
         return True  # a past period of a life beside the present: "when I was in my twenties I lived on noodles"
     head = other_head(t_new, t_old)
-    if changed(t_new):
-        if STRONG_CHANGE.search(t_new):
+    own_words = _OTHERS_REASON.sub(" ", t_new)  # the speaker's own change words
+    if changed(own_words):
+        if STRONG_CHANGE.search(own_words):
             return False
         if holds:
             return True
-        if not changed(_NEW.sub(" ", t_new)) and when_new and when_old and not when_new & when_old and other_amounts \
+        if not changed(_NEW.sub(" ", own_words)) and when_new and when_old and not when_new & when_old and other_amounts \
                 and is_past_tense(t_new) and is_past_tense(t_old):
             return True  # two past results at two times: "this year ... 49 minutes, a new personal best"
-        if not head and (changed(_NEW.sub(" ", t_new)) or not _new_thing(t_new, t_old)):
+        if not head and (changed(_NEW.sub(" ", own_words)) or not _new_thing(t_new, t_old)):
             return False  # "new" alone, before another thing, is that thing's adjective: "a new laptop bag",
             # "my phone case is cracked so I ordered a new one" after "my phone contract renews"
     if head:
