@@ -141,3 +141,56 @@ def test_demo_questions_find_their_evidence_first(minilm, tmp_path):
             assert first.source_turn_ids[0] in q["evidence"], (q["question"], first.source_turn_ids)
         cat = mem.search(doc["questions"][0]["question"], doc["space"], now=doc["questions"][0]["now"])[0]
         assert "Pixel" in text[cat.source_turn_ids[0]] and "Pixel" in cat.amu.text
+
+
+def test_turn_neighbours_follow_random_adds_removes_and_rewrites(hashing_encoder, tmp_path):
+    """The session links the context scoring reads (`TurnIndex.links`, kept up to date by each add
+    and remove) equal the neighbours of a brute-force sort of the live turns by (time, arrival),
+    after interleaved adds, deletions and rewrites that keep their arrival rank, and after save/load."""
+    rng = np.random.default_rng(7)
+    t0 = datetime(2024, 3, 1, 10, tzinfo=timezone.utc)
+    index, live, arrival, made = None, {}, {}, 0
+    for step in range(40):
+        new = []
+        for _ in range(int(rng.integers(1, 6))):
+            new.append(Turn(turn_id=f"t{made}", space="x", session_id=f"s{int(rng.integers(3))}", speaker="Ana",
+                            text=f"turn {made} about {int(rng.integers(50))}",
+                            timestamp=t0 + timedelta(minutes=int(rng.integers(20)))))  # ties: arrival decides
+            made += 1
+        if live and step % 3 == 2:  # a rewrite: removed, then added again with its old arrival rank
+            old = live[sorted(live)[int(rng.integers(len(live)))]]
+            new.append(Turn(turn_id=old.turn_id, space="x", session_id=old.session_id, speaker="Ana",
+                            text=old.text + " (edited)", timestamp=old.timestamp + timedelta(minutes=7)))
+            index.remove([old.turn_id], keep_rank=True)
+        vecs = hashing_encoder.encode([turn_text(t) for t in new])
+        if index is None:
+            index = TurnIndex(vecs.shape[1], new, vecs)
+        else:
+            index.add(new, vecs)
+        for t in new:
+            live[t.turn_id] = t
+            arrival.setdefault(t.turn_id, len(arrival))
+        if step % 4 == 3:  # deletions
+            gone = [sorted(live)[int(i)] for i in rng.choice(len(live), 2, replace=False)]
+            index.remove(gone)
+            for t in gone:
+                live.pop(t)
+                arrival.pop(t)
+
+    def expected():
+        out = {}
+        for s in {t.session_id for t in live.values()}:
+            order = sorted((t for t in live.values() if t.session_id == s),
+                           key=lambda t: (t.timestamp, arrival[t.turn_id], t.turn_id))
+            for j, t in enumerate(order):
+                out[t.turn_id] = (order[j - 1].turn_id if j else None,
+                                  order[j + 1].turn_id if j + 1 < len(order) else None)
+        return out
+
+    want = expected()
+    assert {t: (index.neighbour(t, -1), index.neighbour(t, 1)) for t in live} == want
+    assert index.neighbour("no-such-turn", 1) is None
+    index.save(tmp_path)
+    turns = sorted(live.values(), key=lambda t: arrival[t.turn_id])  # the store gives turns in arrival order
+    loaded = TurnIndex.load(tmp_path, turns)
+    assert {t: (loaded.neighbour(t, -1), loaded.neighbour(t, 1)) for t in live} == want

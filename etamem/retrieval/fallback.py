@@ -41,6 +41,7 @@ class TurnIndex:
         # for a turn rewritten after a deletion (it keeps its rank, not its new slot)
         self.sessions: dict[str, list[tuple[float, int, str]]] = {}  # session -> (time, arrival, turn id), sorted
         self.order_key: dict[str, tuple[str, tuple[float, int, str]]] = {}  # live turn id -> (session, its key)
+        self.links = np.full((0, 2), -1, np.int64)  # slot -> (slot before, slot after) in its session; -1: none
         if len(turns):
             self.add(list(turns), vectors)
 
@@ -68,19 +69,44 @@ class TurnIndex:
         return None if slot is None else self.turns[slot]
 
     def _place(self, turn: Turn) -> None:
-        """Put a live turn in its session's order (time, then arrival)."""
+        """Put a live turn in its session's order (time, then arrival) and link it to its neighbours."""
         key = (turn.timestamp.timestamp(), self.arrival[turn.turn_id], turn.turn_id)
-        bisect.insort(self.sessions.setdefault(turn.session_id, []), key)
+        order = self.sessions.setdefault(turn.session_id, [])
+        i = bisect.bisect_left(order, key)
+        order.insert(i, key)
         self.order_key[turn.turn_id] = (turn.session_id, key)
+        slot = self.slot_of[turn.turn_id]
+        if len(self.links) <= slot:  # grown geometrically: amortised O(1) per turn
+            grown = np.full((max(slot + 1, 2 * len(self.links), 64), 2), -1, np.int64)
+            grown[: len(self.links)] = self.links
+            self.links = grown
+        before = self.slot_of[order[i - 1][2]] if i > 0 else -1
+        after = self.slot_of[order[i + 1][2]] if i + 1 < len(order) else -1
+        self._link(before, slot)
+        self._link(slot, after)
+
+    def _link(self, before: int, after: int) -> None:
+        """Make slot `before` the one right before slot `after` in their session (-1: none)."""
+        if before >= 0:
+            self.links[before, 1] = after
+        if after >= 0:
+            self.links[after, 0] = before
 
     def neighbour(self, turn_id: str, step: int) -> str | None:
-        """The live turn `step` (-1: before, +1: after) places away in the same session, or None."""
-        placed = self.order_key.get(turn_id)
-        if placed is None:
-            return None
-        order = self.sessions[placed[0]]
-        i = bisect.bisect_left(order, placed[1]) + step
-        return order[i][2] if 0 <= i < len(order) else None
+        """The live turn right before (`step` -1) or after (+1) `turn_id` in its session, or None."""
+        if step not in (-1, 1):
+            raise ValueError(f"step: expected -1 or 1, got {step!r}")
+        slot = self.slot_of.get(turn_id)
+        other = -1 if slot is None else int(self.links[slot, 0 if step < 0 else 1])
+        return None if other < 0 else self.turns[other].turn_id
+
+    def neighbour_slots(self, slots: np.ndarray, step: int) -> np.ndarray:
+        """`neighbour` over turn slots at once: (n,) int64 slots (-1 for none, and for slot -1)."""
+        slots = np.asarray(slots, np.int64)
+        known = slots >= 0
+        out = np.full(len(slots), -1, np.int64)
+        out[known] = self.links[slots[known], 0 if step < 0 else 1]
+        return out
 
     def context(self, turn_ids: list[str], q_vec: np.ndarray, query_ids: np.ndarray, *, prev: float,
                 after: float, lexical_prev: float, impute: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -91,17 +117,19 @@ class TurnIndex:
         vocabulary's ids of the query (`query_ids`). `impute`: a neighbour that does not exist
         counts as the turn itself (its weight times the turn's own score), so a turn alone in its
         session is not scored below one with neighbours."""
-        own = [self.slot_of.get(t) for t in turn_ids]
-        before = [self.slot_of.get(self.neighbour(t, -1)) for t in turn_ids]
-        later = [self.slot_of.get(self.neighbour(t, 1)) for t in turn_ids] if after else [None] * len(own)
-        need = sorted({s for s in own + before + later if s is not None})
-        if not need:
+        get = self.slot_of.get
+        own = np.fromiter((get(t, -1) for t in turn_ids), np.int64, len(turn_ids))
+        before = self.neighbour_slots(own, -1)
+        later = self.neighbour_slots(own, 1) if after else np.full(len(own), -1, np.int64)
+        need = np.unique(np.concatenate([own, before, later]))
+        need = need[need >= 0]
+        if not len(need):
             zeros = np.zeros(len(turn_ids), np.float32)
             return zeros, zeros.copy()
-        at = {s: i for i, s in enumerate(need)}
-        cos = np.append(self.index.vectors(need) @ np.asarray(q_vec, np.float32), np.float32(0))
+        cos = np.append(self.index.vectors(need.tolist()) @ np.asarray(q_vec, np.float32), np.float32(0))
         bm = np.append(self.index.bm25_for(need, query_ids), np.float32(0))
-        pick = lambda slots: np.fromiter((at.get(s, -1) for s in slots), np.int64, len(slots))  # -1: the 0 appended
+        # position in `need`, or -1 (the 0 appended) for no turn
+        pick = lambda slots: np.where(slots >= 0, np.searchsorted(need, slots), -1)
         own_i, before_i, later_i = pick(own), pick(before), pick(later)
         dense = cos[own_i] + prev * cos[before_i] + after * cos[later_i]
         lexical = bm[own_i] + lexical_prev * bm[before_i]
@@ -131,6 +159,8 @@ class TurnIndex:
             if placed is not None:
                 order = self.sessions[placed[0]]
                 del order[bisect.bisect_left(order, placed[1])]
+                self._link(int(self.links[s, 0]), int(self.links[s, 1]))
+                self.links[s] = -1
             self.turns[s] = None
         self.index.remove(slots)
 
@@ -168,8 +198,12 @@ class TurnIndex:
             key = (t.timestamp.timestamp(), i, t.turn_id)
             self.sessions.setdefault(t.session_id, []).append(key)
             self.order_key[t.turn_id] = (t.session_id, key)
+        self.links = np.full((max(len(ids), 64), 2), -1, np.int64)
         for order in self.sessions.values():
             order.sort()
+            chain = np.fromiter((self.slot_of[key[2]] for key in order), np.int64, len(order))
+            self.links[chain[1:], 0] = chain[:-1]
+            self.links[chain[:-1], 1] = chain[1:]
         return self
 
     def search(self, qvec: np.ndarray, query: str, k: int, *, beta: float, pool: int = 200,
