@@ -152,6 +152,13 @@ def test_trace_matches_the_search(mem, query):
             assert all(c.kind in ("leaf", "session") for c in v.levels[-1])
             for level in v.levels:
                 assert [c.score for c in level] == sorted((c.score for c in level), reverse=True)
+            # the work: every child of each beam scored, every unit of the final leaves, all in context
+            assert v.nodes_scored >= sum(len(level) for level in v.levels)
+            assert v.units_scored == sum(c.count for c in v.levels[-1]) > 0
+            assert v.context_scored == (v.units_scored if mem.config.context_share > 0 else 0)
+    assert tr.work["units_scored"] == sum(v.units_scored for v in tr.views.values())
+    assert tr.work["nodes_scored"] == sum(v.nodes_scored for v in tr.views.values())
+    assert tr.work["raw_turns"] == tr.work["raw_turns_scanned_exactly"] == len(mem.turns("u"))
     turns_by_id = {t.turn_id: t for t in mem.turns("u")}
     for h in tr.hits:
         assert [t.turn_id for t in h.source_turns] == h.amu.source_turn_ids

@@ -145,11 +145,16 @@ def render_trace(tr: QueryTrace, max_candidates: int = 5, width: int = 80):
                 + (f", window {_date(tr.window[0])} – {_date(tr.window[1])}" if tr.window else "")
                 + (", raw-turn fallback used" if tr.fallback_used else ""), style="dim")
     routing = Table(box=box.SIMPLE, title="Routing", title_justify="left")
-    for col in ("view", "entropy", "weight", "budget", "levels", "found"):
+    for col in ("view", "entropy", "weight", "budget", "levels", "found", "nodes scored", "units scored"):
         routing.add_column(col, justify="left" if col == "view" else "right")
     for name, v in tr.views.items():
         routing.add_row(name, "-" if v.entropy is None else f"{v.entropy:.3f}", f"{v.weight:.3f}", str(v.budget),
-                        str(len(v.levels)), str(len(v.found)))
+                        str(len(v.levels)), str(len(v.found)), str(v.nodes_scored), str(v.units_scored))
+    if tr.work:
+        w = tr.work
+        info.append(f"\nwork: {w['nodes_scored']} nodes, {w['units_scored']} units ({w['context_scored']} in turn "
+                    f"context), {w['raw_turns']} raw turns searched"
+                    + (" (exact scan)" if w["raw_turns_scanned_exactly"] else " (HNSW pool + BM25)"))
     beams = Tree(Text("Beam search", style="bold"))
     for name, v in tr.views.items():
         branch = beams.add(_line(f"{name} (budget {v.budget})", style="bold"))

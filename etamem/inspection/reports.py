@@ -213,6 +213,9 @@ class ViewTraceInfo(_Data):
     levels: list[list[Candidate]]  # the beam kept at each level, best first
     leaves: list[str]  # the leaves whose AMUs were scored
     found: list[list]  # [amu_id, score], best first
+    nodes_scored: int = 0  # work: nodes scored over all levels
+    units_scored: int = 0  # AMUs of the final leaves scored
+    context_scored: int = 0  # of those, scored with their source turns in context
 
 
 @dataclass
@@ -236,6 +239,7 @@ class QueryTrace(_Data):
     budgets: dict[str, int]
     views: dict[str, ViewTraceInfo]
     hits: list[HitInfo]
+    work: dict[str, int] = field(default_factory=dict)  # units scored per stage (`trace_query`)
 
 
 @dataclass
@@ -463,7 +467,8 @@ def _candidate_info(views, view: str, key: str, score: float, cos: float, bm: fl
 def trace_query(mem, query: str, space: str, *, top_k: int | None = None, now: datetime | str | None = None,
                 routing: str | None = None) -> QueryTrace:
     """Why the hits came back: per view the normalised entropy, weight and budget, the beam
-    kept at each level with (score, cos, BM25n), the leaves searched and the AMUs found; then
+    kept at each level with (score, cos, BM25n), the leaves searched and the AMUs found, and the
+    work (nodes and units scored per view, summed in `work` with the raw turns searched); then
     the final hits with their source turns. Runs `mem.retrieve(..., trace=True)`."""
     space = resolve_space(mem, space)
     k = mem.config.top_k if top_k is None else int(top_k)
@@ -473,7 +478,8 @@ def trace_query(mem, query: str, space: str, *, top_k: int | None = None, now: d
     for name, t in result.traces.items():
         levels = [[_candidate_info(views, name, *c) for c in level] for level in t.beam.levels]
         vt[name] = ViewTraceInfo(name, t.entropy, float(t.weight), int(t.budget), levels, list(t.beam.leaves),
-                                 [[a, float(s)] for a, s in t.found])
+                                 [[a, float(s)] for a, s in t.found], t.beam.nodes_scored, t.beam.units_scored,
+                                 t.beam.context_scored)
     turn_ids = sorted({s for h in result.hits for s in h.source_turn_ids})
     turns = {t.turn_id: t for t in mem.turns(space, turn_ids=turn_ids)} if turn_ids else {}
     hits = [HitInfo(i, float(h.score), list(h.views), AMUInfo.of(h.amu),
@@ -481,8 +487,15 @@ def trace_query(mem, query: str, space: str, *, top_k: int | None = None, now: d
             for i, h in enumerate(result.hits, 1)]
     when = None if now is None else (now.isoformat() if isinstance(now, datetime) else str(now))
     window = None if result.window is None else [result.window[0].isoformat(), result.window[1].isoformat()]
+    info = mem.index_info(space)
+    work = {"nodes_scored": sum(v.nodes_scored for v in vt.values()),
+            "units_scored": sum(v.units_scored for v in vt.values()),
+            "context_scored": sum(v.context_scored for v in vt.values()),
+            "raw_turns": int(info.get("turns", 0)),  # the raw-turn search: every turn by BM25, and by an
+            # exact product while the turns are at most `raw_exact_max` (then an HNSW graph's pool)
+            "raw_turns_scanned_exactly": int(info.get("turns", 0)) if info.get("turn_index_mode") == "exact" else 0}
     return QueryTrace(query, space, k, when, routing or mem.config.routing, window, bool(result.fallback_used),
-                      dict(result.budgets), vt, hits)
+                      dict(result.budgets), vt, hits, work)
 
 
 # --- export --------------------------------------------------------------------------------------------

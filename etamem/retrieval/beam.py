@@ -24,6 +24,9 @@ class BeamTrace:
 
     levels: list[list[tuple[str, float, float, float]]] = field(default_factory=list)  # (node, score, cos, bm25n)
     leaves: list[str] = field(default_factory=list)
+    nodes_scored: int = 0  # nodes scored at every level (children of the beam)
+    units_scored: int = 0  # AMUs of the final leaves scored by text
+    context_scored: int = 0  # of those, the ones scored with their source turns in context
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
         score, bm = hybrid(cos, bm_raw, beta, node_norm)
         order = topk(score, beam)
         if trace is not None:
+            trace.nodes_scored += len(cand)
             trace.levels.append([(str(cand[i]), float(score[i]), float(cos[i]), float(bm[i])) for i in order])
         done = all(view.is_leaf(cand[i]) for i in order)
         frontier = [cand[i] for i in order]
@@ -133,11 +137,15 @@ def beam_search(view: HierarchyView, qvec: np.ndarray, query_tokens_nodes: np.nd
         return []
     cos = view.amu_vectors(rows) @ qvec
     bm_raw = view.amu_lex.scores_for(rows, query_tokens_amus)
+    if trace is not None:
+        trace.units_scored = len(rows)
     if context is not None and context_share > 0 and len(rows) > max(context_rows, k):
         plain, _ = hybrid(cos, bm_raw, beta, amu_norm)
         keep = np.sort(topk(plain, max(context_rows, k)))
         rows, cos, bm_raw = [rows[i] for i in keep], cos[keep], bm_raw[keep]
     ids = view.amu_ids(rows)
+    if trace is not None:
+        trace.context_scored = len(rows) if context is not None and context_share > 0 else 0
     score, bm = contextual(cos, bm_raw, ids, context, context_share, beta, amu_norm)
     order = np.lexsort((np.array(ids), -score))[:k]
     return [Scored(ids[i], float(score[i]), float(cos[i]), float(bm[i])) for i in order]
