@@ -146,7 +146,8 @@ def test_demo_questions_find_their_evidence_first(minilm, tmp_path):
 def test_turn_neighbours_follow_random_adds_removes_and_rewrites(hashing_encoder, tmp_path):
     """The session links the context scoring reads (`TurnIndex.links`, kept up to date by each add
     and remove) equal the neighbours of a brute-force sort of the live turns by (time, arrival),
-    after interleaved adds, deletions and rewrites that keep their arrival rank, and after save/load."""
+    after interleaved adds, deletions and rewrites that keep their arrival rank, after save/load
+    (from the saved links, and sorted again without them), and after writes that follow a load."""
     rng = np.random.default_rng(7)
     t0 = datetime(2024, 3, 1, 10, tzinfo=timezone.utc)
     index, live, arrival, made = None, {}, {}, 0
@@ -192,5 +193,23 @@ def test_turn_neighbours_follow_random_adds_removes_and_rewrites(hashing_encoder
     assert index.neighbour("no-such-turn", 1) is None
     index.save(tmp_path)
     turns = sorted(live.values(), key=lambda t: arrival[t.turn_id])  # the store gives turns in arrival order
-    loaded = TurnIndex.load(tmp_path, turns)
+    loaded = TurnIndex.load(tmp_path, turns)  # the saved links: no sort until the first write
     assert {t: (loaded.neighbour(t, -1), loaded.neighbour(t, 1)) for t in live} == want
+    good = np.load(tmp_path / "links.npy")
+    np.save(tmp_path / "links.npy", good[::-1].copy())  # links that do not answer each other: not used
+    assert {t: (n.neighbour(t, -1), n.neighbour(t, 1)) for n in [TurnIndex.load(tmp_path, turns)] for t in live} == want
+    (tmp_path / "links.npy").unlink()  # files of the previous version: sorted again on load
+    assert {t: (n.neighbour(t, -1), n.neighbour(t, 1)) for n in [TurnIndex.load(tmp_path, turns)] for t in live} == want
+    # writes after a load from saved links: the order they need is built then
+    extra = Turn(turn_id="late", space="x", session_id="s1", speaker="Ben", text="a late turn",
+                 timestamp=t0 + timedelta(minutes=5))
+    gone = sorted(live)[0]
+    for ix in (index, loaded):
+        ix.add([extra], hashing_encoder.encode([turn_text(extra)]))
+        ix.remove([gone])
+    live["late"] = extra
+    arrival["late"] = max(arrival.values()) + 1
+    live.pop(gone)
+    want = expected()
+    assert {t: (loaded.neighbour(t, -1), loaded.neighbour(t, 1)) for t in live} == want
+    assert {t: (index.neighbour(t, -1), index.neighbour(t, 1)) for t in live} == want

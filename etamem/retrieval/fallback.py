@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +15,35 @@ from etamem.ingest.timeparse import format_date
 from etamem.records import AMU, Hit, Turn
 from etamem.retrieval.flat import FlatHybridIndex
 
+log = logging.getLogger(__name__)
+
 
 def turn_text(turn: Turn) -> str:
     """A turn's searchable content: `speaker: ` + the text with any photo caption, as the
     extractor sees it (turns are first person, so the speaker's name is what links them to
     questions about people)."""
     return f"{turn.speaker}: {content_text(turn)}"
+
+
+LINKS_FILE = "links.npy"
+
+
+def _saved_links(path: Path, n: int) -> np.ndarray | None:
+    """The session links `TurnIndex.save` wrote for n slots, or None when the file is absent (files
+    of an earlier version: the order is sorted again) or not links of n slots (each link within
+    the slots and answered by its neighbour's)."""
+    if not path.is_file():
+        return None
+    links = np.load(path, allow_pickle=False)
+    ok = links.shape == (n, 2) and links.dtype == np.int64 and not (len(links) and (links.min() < -1 or links.max() >= n))
+    if ok:
+        before, after = links[:, 0], links[:, 1]
+        slots = np.arange(n)
+        ok = (np.array_equal(links[before[before >= 0], 1], slots[before >= 0])
+              and np.array_equal(links[after[after >= 0], 0], slots[after >= 0]))
+    if not ok:
+        log.warning("%s: not the session links of %d turn slots; the turns are sorted again", path, n)
+    return links if ok else None
 
 
 class TurnIndex:
@@ -42,6 +66,7 @@ class TurnIndex:
         self.sessions: dict[str, list[tuple[float, int, str]]] = {}  # session -> (time, arrival, turn id), sorted
         self.order_key: dict[str, tuple[str, tuple[float, int, str]]] = {}  # live turn id -> (session, its key)
         self.links = np.full((0, 2), -1, np.int64)  # slot -> (slot before, slot after) in its session; -1: none
+        self._unordered: list[Turn] | None = None  # loaded turns whose `sessions` are built at the first write
         if len(turns):
             self.add(list(turns), vectors)
 
@@ -56,6 +81,7 @@ class TurnIndex:
         """Append turns with their `turn_text` vectors ((n, d) float32 unit rows)."""
         if not turns:
             return
+        self._order()
         slots = self.index.add(vectors, [f"{turn_text(t)} {format_date(t.timestamp)}" for t in turns])
         for t, s in zip(turns, slots.tolist()):
             self.turns.append(t)
@@ -149,6 +175,7 @@ class TurnIndex:
 
     def remove(self, turn_ids: list[str], *, keep_rank: bool = False) -> None:
         """Tombstone turns; `keep_rank`: they come back rewritten and keep their arrival rank."""
+        self._order()
         slots = [self.slot_of.pop(t) for t in turn_ids if t in self.slot_of]
         if not keep_rank:
             for t in turn_ids:
@@ -165,11 +192,32 @@ class TurnIndex:
         self.index.remove(slots)
 
     def save(self, directory) -> None:
-        """The hybrid index and the slot -> turn id list (JSON)."""
+        """The hybrid index, the slot -> turn id list (JSON) and the session links (links.npy,
+        (slots, 2) int64), so that a load need not sort the turns again."""
         d = Path(directory)
         self.index.save(d)
         (d / "slots.json").write_text(json.dumps({"dim": self.dim, "turn_ids": [
             None if t is None else t.turn_id for t in self.turns]}))
+        np.save(d / LINKS_FILE, self._links_of(len(self.turns)), allow_pickle=False)
+
+    def _links_of(self, n: int) -> np.ndarray:
+        """The links of the first n slots ((n, 2) int64), grown with -1 where none were set."""
+        out = np.full((n, 2), -1, np.int64)
+        m = min(n, len(self.links))
+        out[:m] = self.links[:m]
+        return out
+
+    def _order(self) -> None:
+        """Build each session's sorted order (what writes need) from the turns a load left."""
+        if self._unordered is None:
+            return
+        turns, self._unordered = self._unordered, None
+        for i, t in enumerate(turns):  # as `_place` each, sorted once per session
+            key = (t.timestamp.timestamp(), i, t.turn_id)
+            self.sessions.setdefault(t.session_id, []).append(key)
+            self.order_key[t.turn_id] = (t.session_id, key)
+        for order in self.sessions.values():
+            order.sort()
 
     @classmethod
     def load(cls, directory, turns: list[Turn], *, stemmer: str = "english",
@@ -194,13 +242,14 @@ class TurnIndex:
         self.turns = [None if t is None else by_id[t] for t in ids]
         self.slot_of = {t: s for s, t in enumerate(ids) if t is not None}
         self.arrival = {t.turn_id: i for i, t in enumerate(turns)}  # `turns` come in arrival order
-        for i, t in enumerate(turns):  # as `_place` each, sorted once per session
-            key = (t.timestamp.timestamp(), i, t.turn_id)
-            self.sessions.setdefault(t.session_id, []).append(key)
-            self.order_key[t.turn_id] = (t.session_id, key)
+        self._unordered = list(turns)
+        saved = _saved_links(d / LINKS_FILE, len(ids))
+        if saved is not None:  # the order as saved: nothing sorted until the first write
+            self.links = saved
+            return self
+        self._order()
         self.links = np.full((max(len(ids), 64), 2), -1, np.int64)
         for order in self.sessions.values():
-            order.sort()
             chain = np.fromiter((self.slot_of[key[2]] for key in order), np.int64, len(order))
             self.links[chain[1:], 0] = chain[:-1]
             self.links[chain[:-1], 1] = chain[1:]
