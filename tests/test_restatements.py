@@ -371,3 +371,42 @@ def test_another_persons_reason_clause_is_not_the_users_change():
                               old)
     assert not distinct_facts("I don't take him to cub scouts on Tuesday nights anymore because my wife does it now", old)
     assert not distinct_facts("now that my son and I moved, cub scouts is on Thursday nights instead", old)
+
+
+def test_collapse_repeats_equals_the_pairwise_rules(minilm):
+    """`collapse_repeats` skips the rules for pairs neither close by cosine nor of the same text (a
+    search's cost); what it keeps equals checking every pair of the same speaker both ways, on the
+    restatement set's facts, restatements and look-alikes shuffled together, with real vectors."""
+    import random
+    from types import SimpleNamespace
+
+    from etamem.facts.restatements import collapse_repeats
+
+    data = json.loads((Path(__file__).parent / "data" / "restatements.json").read_text())
+    texts = [t for f in data["facts"] for t in f["statements"]] + [t for p in data["lookalikes"] for t in (p["a"], p["b"])]
+    vecs = dict(zip(texts, minilm.encode(texts)))
+    t0 = datetime(2024, 3, 1, 10, tzinfo=timezone.utc)
+
+    def reference(hits):
+        kept = []
+        for h in hits:
+            if not any(o.amu.speaker == h.amu.speaker and (
+                    is_restatement(h.amu.text, o.amu.text, float(vecs[h.amu.text] @ vecs[o.amu.text]),
+                                   other_day=h.amu.timestamp.date() != o.amu.timestamp.date())
+                    or is_restatement(o.amu.text, h.amu.text, float(vecs[h.amu.text] @ vecs[o.amu.text]),
+                                      other_day=h.amu.timestamp.date() != o.amu.timestamp.date())) for o in kept):
+                kept.append(h)
+        return kept
+
+    rng = random.Random(3)
+    dropped = 0
+    for trial in range(30):
+        chosen = rng.sample(texts, 25)
+        hits = [SimpleNamespace(views=("event",), amu=SimpleNamespace(
+            amu_id=f"a{i}", text=t, speaker=rng.choice(["Ana", "Ben"]), timestamp=t0 + timedelta(days=rng.randrange(3))))
+            for i, t in enumerate(chosen)]
+        by_id = {h.amu.amu_id: vecs[h.amu.text] for h in hits}
+        got = collapse_repeats(hits, by_id.get)
+        assert [h.amu.amu_id for h in got] == [h.amu.amu_id for h in reference(hits)], trial
+        dropped += len(hits) - len(got)
+    assert dropped > 10  # the check saw restatements collapse, not only pairs kept apart

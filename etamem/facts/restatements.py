@@ -280,17 +280,19 @@ def collapse_repeats(hits: Sequence, vector_of: Callable[[str], np.ndarray | Non
     then only the same text counts): the safety net for stores written before repeats were
     folded at write time. Raw-turn hits are kept as they are."""
     kept: list = []
-    seen: list[tuple[Any, np.ndarray | None]] = []
+    seen: list[tuple[Any, np.ndarray | None, str]] = []
     for h in hits:
         if h.views == ("raw",):
             kept.append(h)
             continue
-        vec = vector_of(h.amu.amu_id)
+        vec, norm = vector_of(h.amu.amu_id), _norm(h.amu.text)
         copy = False
-        for other, ovec in seen:
+        for other, ovec, onorm in seen:
             if other.speaker != h.amu.speaker:
                 continue
             cos = float(vec @ ovec) if vec is not None and ovec is not None else 0.0
+            if cos < RESTATE_FLOOR and norm != onorm:
+                continue  # `is_restatement` is False both ways: neither close enough nor the same text
             if is_restatement(h.amu.text, other.text, cos, other_day=h.amu.timestamp.date() != other.timestamp.date()) \
                     or is_restatement(other.text, h.amu.text, cos,
                                       other_day=h.amu.timestamp.date() != other.timestamp.date()):
@@ -298,7 +300,7 @@ def collapse_repeats(hits: Sequence, vector_of: Callable[[str], np.ndarray | Non
                 break
         if not copy:
             kept.append(h)
-            seen.append((h.amu, vec))
+            seen.append((h.amu, vec, norm))
     return kept
 
 
