@@ -7,8 +7,10 @@ Reported per size: the units the space holds (fewer than asked when the build bu
 derived files' snapshot), RSS after that first search and after the timed queries (VmRSS) and the
 peak (`ru_maxrss`), then `--queries` distinct synthetic questions: `Memory.search` wall and CPU
 p50/p95 (default `Config()`, top_k 20), the hashing encoder's time for the same query texts and
-the difference, and the same run's flat baseline (exact dense + BM25 over the raw turns,
-`flat_baseline`). The encoder is not MiniLM: `latency.py` measures MiniLM query encoding apart in the
+the difference, the same run's flat baselines over the raw turns (`benchmarks.flat_baselines`:
+exact hybrid and approximate hybrid with an HNSW graph, the same questions) and the recall@20 of
+each and of `Memory.search` on the space's recall probes (`synthetic_space.probes`: up to 100
+planted facts, each found only by its made-up name). The encoder is not MiniLM: `latency.py` measures MiniLM query encoding apart in the
 same run, and `search_minus_encoding + MiniLM p50` is the end-to-end estimate.
 """
 from __future__ import annotations
@@ -31,8 +33,9 @@ TOP_K = 20
 
 def measure(path: Path, queries: int, seed: int) -> dict:
     """Open -> first search, then timed searches, in this (fresh) process."""
+    from benchmarks import flat_baselines
     from benchmarks.agent_loop import uncached
-    from benchmarks.synthetic_space import SPACE, memory, questions
+    from benchmarks.synthetic_space import MARKER, SPACE, memory, probes, questions
 
     qs = questions(queries + 4, seed)
     rss0 = rss_mb()
@@ -49,38 +52,21 @@ def measure(path: Path, queries: int, seed: int) -> dict:
         for out, value in zip((total, cpu, enc, hits), timed_search(mem, q, model, SPACE, TOP_K)):
             out.append(value)
     info = mem.index_info(SPACE)
+    marker = path / MARKER
+    per_add = json.loads(marker.read_text())["key"]["per_add"] if marker.is_file() else 500
+    planted = probes(info["turns"] // per_add, per_add)
+    found = [tid in {t for h in mem.search(q, SPACE, top_k=TOP_K) for t in h.source_turn_ids} for q, tid in planted]
     out = {"amus": info["amus"], "turns": info["turns"], "routing_modes": info["routing_modes"],
            "turn_index_mode": info.get("turn_index_mode"), **first,
            "queries": len(total), "mean_hits": float(np.mean(hits)), "search": percentiles(total),
            "search_cpu": percentiles(cpu), "hashing_encoding": percentiles(enc),
            "search_minus_encoding": percentiles([a - b for a, b in zip(total, enc)]),
            "rss_end_mb": rss_mb(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-           "load_avg_1m_end": os.getloadavg()[0]}
-    out["flat_baseline"] = flat_baseline(path, qs[4:], model)
+           "load_avg_1m_end": os.getloadavg()[0],
+           "probe_recall": float(np.mean(found)) if found else None, "probes": len(found)}
+    out["flat_baselines"] = flat_baselines.measure(path, qs[4:], planted, model, TOP_K)
     mem.store.close()  # no checkpoint: the files stay as they are
     return out
-
-
-def flat_baseline(path: Path, qs: list[str], model) -> dict | None:
-    """The same run's baseline: flat hybrid search (exact dense + BM25 over every turn, beta 0.1,
-    top 20; `etamem.retrieval.flat.FlatHybridIndex`) over this space's raw turns, loaded from the
-    derived files the open used (the newest generation's `turns`), with the same questions
-    encoded apart; None when no derived turn index is on disk."""
-    from etamem.retrieval.flat import FlatHybridIndex
-
-    found = sorted(path.glob("derived/*/g*/turns/slots.json"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        return None
-    index = FlatHybridIndex.load(found[-1].parent, json.loads(found[-1].read_text())["dim"])
-    if index.dense.mode != "exact":  # the baseline is the exact search (this index holds a graph)
-        return None
-    vecs = model.encode(qs)
-    ms = []
-    for q, v in zip(qs, vecs):
-        t = time.perf_counter()
-        index.search(v, q, TOP_K, beta=0.1)
-        ms.append(1000 * (time.perf_counter() - t))
-    return {"rows": index.n, **percentiles(ms)}
 
 
 def run(n: int, work: Path, *, queries: int, seed: int, per_add: int, budget_s: float | None, env: dict,
@@ -99,19 +85,22 @@ def run(n: int, work: Path, *, queries: int, seed: int, per_add: int, budget_s: 
 
 def report(rows: list[dict], minilm_p50: float | None) -> None:
     print("\nMemory.search on a synthetic space built through Memory.add (hashing encoder; default Config, "
-          "top_k 20):\n")
-    print("| N asked | units | build finished | search p50 ms | search p95 ms | search CPU p50 ms | "
-          "search - hashing enc. p50 ms | + MiniLM enc. p50 ms | flat exact hybrid p50 ms (ratio) | "
-          "open -> first search s | RSS after open MB | peak RSS MB | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "top_k 20), the flat baselines of the same run over its raw turns, and recall@20 on the planted "
+          "probes:\n")
+    print("| N asked | units | build finished | search p50 / p95 ms | search - hashing enc. p50 ms | "
+          "+ MiniLM enc. p50 ms | flat exact hybrid p50 ms (search ÷) | flat HNSW hybrid p50 ms (search ÷) | "
+          "probe recall@20 search / exact / HNSW | open -> first search s | peak RSS MB | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        s, m, f = r["search"], r["search_minus_encoding"], r.get("flat_baseline")
+        s, m, f = r["search"], r["search_minus_encoding"], r.get("flat_baselines") or {}
         est = "n/a" if minilm_p50 is None else f"{m['p50_ms'] + minilm_p50:.2f}"
-        flat = "n/a" if not f else f"{f['p50_ms']:.2f} (x{s['p50_ms'] / f['p50_ms']:.2f})"
-        print(f"| {r['n']:,} | {r['amus']:,} | {r['build']['finished']} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | "
-              f"{r['search_cpu']['p50_ms']:.2f} | {m['p50_ms']:.2f} | {est} | {flat} | "
-              f"{r['open_to_first_search_s']:.2f} | {r['rss_after_mb']:,.0f} | {r['peak_rss_mb']:,.0f} | "
-              f"{r['load_avg_1m']:.1f} |")
+        flat = {name: "n/a" if name not in f else f"{f[name]['p50_ms']:.2f} (x{s['p50_ms'] / f[name]['p50_ms']:.2f})"
+                for name in ("exact", "approximate")}
+        recall = " / ".join("n/a" if x is None else f"{x:.2f}" for x in (
+            r.get("probe_recall"), *(f.get(name, {}).get("probe_recall") for name in ("exact", "approximate"))))
+        print(f"| {r['n']:,} | {r['amus']:,} | {r['build']['finished']} | {s['p50_ms']:.2f} / {s['p95_ms']:.2f} | "
+              f"{m['p50_ms']:.2f} | {est} | {flat['exact']} | {flat['approximate']} | {recall} ({r.get('probes')}) | "
+              f"{r['open_to_first_search_s']:.2f} | {r['peak_rss_mb']:,.0f} | {r['load_avg_1m']:.1f} |")
 
 
 if __name__ == "__main__":

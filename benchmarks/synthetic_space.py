@@ -10,6 +10,14 @@ with ids). The text encoder is `open_snapshot.HashingEncoder` (hashed bag of wor
 dimensions) and the affect tagger VADER over it, so no model is loaded: what is timed is the
 engine. `latency.py --synthetic-encoder` uses this builder for its `Memory.search` part.
 A marker file (`synthetic_build.json`) records a finished build; progress goes to stderr.
+
+Recall probe (generator version 2): one turn of every add is replaced by a fact about a pet with a
+made-up name no other turn holds ("my parrot zkbd plays with the green bell more than anything"),
+and `probes` gives for each such add the question "what does my parrot zkbd play with more than
+anything?" and the turn that answers it. Exact flat search finds each at the top (its words are
+shared with no other turn but a few hundred probes); a search that prunes the turn's leaf or
+session, or an approximate index that misses it, shows up as a recall loss
+(`benchmarks.latency_synthetic`).
 """
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ from benchmarks.open_snapshot import HashingEncoder, memory  # noqa: F401 - Hash
 
 SPACE = "u"
 MARKER = "synthetic_build.json"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: a recall probe in every add
 WINDOW = 5000  # units per reported build-cost window
 NAMES = ["Ana", "Ben", "Caro", "Dev"]
 OBJECTS = ["cat", "marathon", "sourdough", "Lisbon", "novel", "cello", "garden", "guitar", "chess", "sailing",
@@ -38,15 +46,45 @@ QUESTIONS = ["what about my sourdough and the cat?", "when did I start the cello
              "what did Dev plan in Lisbon?"]
 
 
+PETS, COLOURS, TOYS = ["dog", "parrot", "tortoise", "hamster"], ["blue", "orange", "green", "purple"], \
+    ["ball", "rope", "bell", "feather"]
+
+
+def probe_name(batch_no: int) -> str:
+    """The made-up pet name of add `batch_no`'s probe: "zk" + the number in letters (a-z)."""
+    letters, n = "", batch_no
+    while True:
+        letters, n = chr(97 + n % 26) + letters, n // 26
+        if not n:
+            return f"zk{letters}"
+
+
+def probe_slot(batch_no: int, per_add: int) -> int:
+    """Which turn of add `batch_no` is its probe."""
+    return (batch_no * 7919 + 13) % per_add
+
+
 def add_turns(batch_no: int, per_add: int) -> list[dict]:
-    """The turns of add number `batch_no` (the same for every build)."""
+    """The turns of add number `batch_no` (the same for every build), its probe among them."""
     rng = random.Random(batch_no)
-    return [{"turn_id": f"b{batch_no}-{i}", "session_id": f"s{batch_no // 10}", "speaker": NAMES[i % 4],
-             "text": f"I {rng.choice(VERBS)} my {rng.choice(OBJECTS)} and the {rng.choice(ADJECTIVES)} "
-                     f"{rng.choice(OBJECTS)} number {rng.randrange(10 ** 6)}.",
-             "timestamp": f"20{20 + batch_no // 3000:02d}-{1 + batch_no // 250 % 12:02d}-{1 + batch_no % 28:02d}"
-                          f"T10:{i % 60:02d}"}
-            for i in range(per_add)]
+    turns = [{"turn_id": f"b{batch_no}-{i}", "session_id": f"s{batch_no // 10}", "speaker": NAMES[i % 4],
+              "text": f"I {rng.choice(VERBS)} my {rng.choice(OBJECTS)} and the {rng.choice(ADJECTIVES)} "
+                      f"{rng.choice(OBJECTS)} number {rng.randrange(10 ** 6)}.",
+              "timestamp": f"20{20 + batch_no // 3000:02d}-{1 + batch_no // 250 % 12:02d}-{1 + batch_no % 28:02d}"
+                           f"T10:{i % 60:02d}"}
+             for i in range(per_add)]
+    k = batch_no % 4
+    turns[probe_slot(batch_no, per_add)]["text"] = (f"my {PETS[k]} {probe_name(batch_no)} plays with the {COLOURS[k]} "
+                                                    f"{TOYS[(k + 1) % 4]} more than anything")
+    return turns
+
+
+def probes(adds: int, per_add: int = 500, at_most: int = 100) -> list[tuple[str, str]]:
+    """(question, turn id of its answer) for up to `at_most` of the first `adds` adds' probes,
+    spread evenly over them (oldest to newest)."""
+    chosen = range(adds) if adds <= at_most else sorted({round(i * (adds - 1) / (at_most - 1)) for i in range(at_most)})
+    return [(f"what does my {PETS[b % 4]} {probe_name(b)} play with more than anything?", f"b{b}-{probe_slot(b, per_add)}")
+            for b in chosen]
 
 
 def questions(k: int, seed: int = 0) -> list[str]:

@@ -66,6 +66,15 @@ class FlatHybridIndex:
     def lexical(self) -> LexicalIndex:
         return self._bm25
 
+    def with_dense(self, dense: VectorIndex) -> "FlatHybridIndex":
+        """This index searched through another dense index over the same slots (a graph beside an
+        exact one, say); the BM25 part is shared, not copied."""
+        if dense.dim != self.dim or len(dense) != len(self._dense):
+            raise ValueError("the dense index must hold the same number of rows of the same dimension")
+        out = object.__new__(FlatHybridIndex)
+        out.dim, out._dense, out._bm25 = self.dim, dense, self._bm25
+        return out
+
     def add(self, vectors: np.ndarray, bm25_texts: list[str]) -> np.ndarray:
         """Append rows; returns their slots ((n,) int64)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
