@@ -94,3 +94,31 @@ def test_memory_uses_the_config_threshold(tmp_path, hashing_encoder):
     default.close()
     with pytest.raises(ValueError, match="raw_exact_max"):
         Config(raw_exact_max=-1).validate()
+
+
+def test_a_flat_index_searched_through_another_dense_index_over_the_same_slots():
+    """`FlatHybridIndex.with_dense` (the scale benchmark's HNSW baseline beside an exact index):
+    the BM25 part is shared, the dense pool comes from the given index; an exact twin answers as
+    the original, a graph scores its candidates exactly, and an index of other rows is refused."""
+    from etamem.retrieval.vector_index import VectorIndex
+
+    turns, vecs = turns_and_vectors(300)
+    base = TurnIndex(DIM, turns, vecs, stemmer="none").index
+    slots = list(range(len(turns)))
+    twin = VectorIndex(DIM, exact_max=None)
+    twin.upsert(slots, vecs)
+    graph = VectorIndex(DIM, exact_max=1)
+    graph.upsert(slots, vecs)
+    assert graph.mode == "hnsw"
+    q = vecs[11]
+    want = [(r.index, r.score) for r in base.search(q, "topic 4", 20, beta=0.1)]
+    assert [(r.index, r.score) for r in base.with_dense(twin).search(q, "topic 4", 20, beta=0.1)] == want
+    via_graph = base.with_dense(graph)
+    assert via_graph.lexical is base.lexical
+    exact_score = dict(want)
+    for r in via_graph.search(q, "topic 4", 20, beta=0.1):
+        assert r.index not in exact_score or abs(r.score - exact_score[r.index]) < 1e-6
+    short = VectorIndex(DIM, exact_max=None)
+    short.upsert(slots[:10], vecs[:10])
+    with pytest.raises(ValueError, match="same number of rows"):
+        base.with_dense(short)
