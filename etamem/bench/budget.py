@@ -30,13 +30,13 @@ from etamem.bench.paired import paired
 
 BUDGETS = (500, 1000, 2000)
 CONTEXT = "evidence-first/2"  # how the counted context is filled (records made otherwise are counted again)
+BASELINE = "hybrid-turns"
 
 
 def context_tag(spec, config) -> str:
     """`CONTEXT`, marked "/turns" for a system whose reader gets its units' source turns only
     (`SystemSpec.turns_only`): a record counted otherwise is counted again."""
     return CONTEXT + ("/turns" if spec.turns_only(config) else "")
-BASELINE = "hybrid-turns"
 
 
 def evidence_tokens(sources: Sequence[Sequence[str]], gold: Sequence[str], render: Callable[[int], str],

@@ -198,14 +198,7 @@ class TurnIndex:
         self.index.save(d)
         (d / "slots.json").write_text(json.dumps({"dim": self.dim, "turn_ids": [
             None if t is None else t.turn_id for t in self.turns]}))
-        np.save(d / LINKS_FILE, self._links_of(len(self.turns)), allow_pickle=False)
-
-    def _links_of(self, n: int) -> np.ndarray:
-        """The links of the first n slots ((n, 2) int64), grown with -1 where none were set."""
-        out = np.full((n, 2), -1, np.int64)
-        m = min(n, len(self.links))
-        out[:m] = self.links[:m]
-        return out
+        np.save(d / LINKS_FILE, self.links[: len(self.turns)], allow_pickle=False)  # every slot was placed or loaded
 
     def _order(self) -> None:
         """Build each session's sorted order (what writes need) from the turns a load left."""
