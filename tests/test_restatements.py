@@ -373,6 +373,29 @@ def test_another_persons_reason_clause_is_not_the_users_change():
     assert not distinct_facts("now that my son and I moved, cub scouts is on Thursday nights instead", old)
 
 
+def test_two_things_of_one_kind_and_the_babys_clause_are_not_the_users_change():
+    """The twelfth blind set's look-alikes (tuning since): the same noun with two other nouns before
+    it ("the car battery" / "my phone battery") is two things, even beside a strong change word; "the
+    baby naps ... now" is the baby's fact though the speaker appears in a later clause. A version
+    word, a possessor or a noun said to change value keep one thing changing."""
+    from etamem.facts.lookalikes import distinct_facts
+
+    assert distinct_facts("ugh my phone battery health is down to like 78% now, it's dead by lunchtime most days",
+                          "the car battery died again this morning, had to get a jump start from my neighbour")
+    assert distinct_facts("my signet ring is way too loose now, nearly lost it down the sink washing up",
+                          "my wedding ring is a bit tight these days, can barely get it over the knuckle")
+    assert distinct_facts("the baby naps about three hours a day now, absolute luxury, I can actually shower",
+                          "my screen time is about five hours a day, which is embarrassing tbh")
+    # one thing changing: a new version, the user's own thing, a team said to be switched, the kids with the user
+    assert not distinct_facts("I sold my old phone, my new phone battery lasts two days now", "my old phone battery dies by noon")
+    assert not distinct_facts("I switched teams, I'm on the search team since Monday.", "I'm on the payments team right now.")
+    assert not distinct_facts("the new biologic shots are a game changer, haven't touched the rescue inhaler in a month",
+                              "asthma's been rough, using the user's inhaler like 3 times a day")
+    assert not distinct_facts("the kids and I moved to Porto now", "I live in Lisbon")
+    assert not distinct_facts("Luca and I split up in march, still kinda raw about it",
+                              "my boyfriend Luca is a chef, so I basically never cook lol")
+
+
 def test_collapse_repeats_equals_the_pairwise_rules(minilm):
     """`collapse_repeats` skips the rules for pairs neither close by cosine nor of the same text (a
     search's cost); what it keeps equals checking every pair of the same speaker both ways, on the

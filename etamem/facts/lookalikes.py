@@ -46,6 +46,10 @@ statement is true of its own period; so does a past period beside a statement th
 strong change word says it ended ("sold the yamaha" after "a yamaha I got in college"). A
 relative's fact may follow an opener ("Turns out my daughter ..."), and a change word in a reason
 clause about someone else is theirs ("choir on Thursdays now that my daughter no longer needs lifts").
+Two things of one kind hold against any change word too: the same noun after a determiner with two
+other nouns before it, each missing from the other statement ("the car battery died" / "my phone
+battery is down to 78% now", "my wedding ring" / "my signet ring"), unless the other word names a
+version ("my new phone") or the noun is said to change ("switched teams").
 
 Where one was born or grew up ("I was born in Galway") holds against any word too: it is never a
 version of what the other statement says ("I live in Dublin now"). An added quantity of another
@@ -84,8 +88,9 @@ _OPENER = (r"(?:\w+ly,?\s+|so\s+|and\s+|also\s+|(?:it\s+)?turn(?:s|ed)\s+out,?\s
 _WHO = (r"(?:husband|wife|partner|girlfriend|boyfriend|fianc[ée]e?|mother|mom|mum|father|dad"
         r"|sister|brother|son|daughter|friend|cousin|aunt|uncle|grandma|grandmother|grandpa"
         r"|grandfather|kid|kids|twins|child|children|parents|roommate|flatmate|housemate|neighbou?r|colleague"
+        r"|baby|toddler|niece|nephew|stepson|stepdaughter|teenager"
         r"|coworker|boss)(?:-in-law)?")
-_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|(?P<household>the)(?=\s+(?:kids|children|twins)\b))\s+"
+_SUBJECT_PERSON = re.compile(r"^\W*" + _OPENER + r"(?:my|the \w+'s|\w+'s|his|her|their|our|(?P<household>the)(?=\s+(?:kids|children|twins|baby|toddler)\b))\s+"
                              r"(?P<who>" + _WHO + r")(?![\w-])", re.IGNORECASE)
 # a reason clause whose subject is another person: its change words are that person's, not the
 # speaker's ("choir on Thursdays, now that my daughter no longer needs lifts to netball")
@@ -117,13 +122,27 @@ _PLACE_HEADS = {"hospital", "clinic", "school", "university", "college", "compan
 
 def statement_holder(text: str) -> str | None:
     """Whose fact `text` states when its subject is another person ("my sister", "the user's
-    husband", "the kids"); a partner or "the kids" only when the speaker is not in it too ("my
-    girlfriend and I", "the kids outvoted me")."""
+    husband", "the kids", "the baby"); a partner only when the speaker is not in the statement too
+    ("my girlfriend and I", "my boyfriend is a chef, so I never cook"), "the kids" only when the
+    speaker is not in their clause ("the kids outvoted me"; not "the baby naps now, I can shower")."""
     m = _SUBJECT_PERSON.search(text)
     if m is None:
         return None
     who = m.group("who").lower()
-    return None if (who in _PARTNER or m.group("household")) and _USER.search(text[m.end():]) else who
+    rest = text[m.end():]
+    if who in _PARTNER:  # "my boyfriend Luca is a chef, so I never cook": the couple's fact
+        return None if _USER.search(rest) else who
+    return None if m.group("household") and _USER.search(_clause(rest)) else who
+
+
+# a clause ends at a sentence mark or a comma, unless the comma lists people before "and I"
+_CLAUSE_END = re.compile(r"[.;!?]|,(?!\s+(?:(?:the|my|our)\s+)?\w+\s+and\s+(?:i|me)\b)", re.IGNORECASE)
+
+
+def _clause(text: str) -> str:
+    """`text` up to the end of its first clause ("the baby naps ... now, absolute luxury, I can
+    shower": the speaker is not in the baby's clause; "my wife, the kids and I ...": one clause)."""
+    return _CLAUSE_END.split(text, maxsplit=1)[0]
 
 
 def _toks(t: str) -> list[str]:
@@ -198,6 +217,43 @@ def other_head(a: str, b: str) -> bool:
     na, nb = after(wa), after(wb)
     return any(w in nb and nb[w][0] != na[w][0] and (na[w][1] or nb[w][1])
                and (na[w][1] or na[w][2]) and (nb[w][1] or nb[w][2]) for w in na)
+
+
+# modifiers that say which version of one thing, not which thing ("my old phone" / "my new phone")
+_VERSION_WORDS = {"new", "old", "current", "first", "last", "next", "previous", "former", "own", "usual", "main",
+                  "only", "other", "same", "latest", "original", "second", "third", "recent", "future", "present",
+                  "favourite", "favorite", "fav", "fave", "best", "regular"}
+# "switched teams", "changed jobs": the noun's one slot changes value
+_SLOT_CHANGE = re.compile(r"\b(?:switch|chang|swapp?|mov|new)\w*\s+([a-z]+)s\b", re.IGNORECASE)
+
+
+def other_modifier(a: str, b: str) -> bool:
+    """Two things of one kind: the same noun after a determiner and two different nouns, each missing
+    from the other statement ("the car battery died" / "my phone battery is down to 78%", "my house
+    key" / "the car key"), not one thing's new value. A version word ("my new phone"), a possessor
+    ("the user's inhaler") and a noun whose value is said to change ("switched teams": "the payments
+    team" / "the search team") are no other thing."""
+    from etamem.extraction.stems import STOPWORDS, stem
+
+    def words(t: str) -> list[str]:
+        return [w.lower() for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
+
+    def pairs(ws: list[str]) -> dict[str, str]:
+        """head -> the modifier before it, both after a determiner or possessive"""
+        out = {}
+        for i in range(1, len(ws) - 1):
+            det, mod, head = ws[i - 1], ws[i], ws[i + 1]
+            if (det in _DETERMINERS or det.endswith("'s")) and _word(mod) and _word(head) and not mod.endswith("'s") \
+                    and mod not in STOPWORDS and mod != "user" and head not in STOPWORDS and mod not in _VERSION_WORDS \
+                    and len(mod) > 2 and len(head) > 2:
+                out[stem(head)] = stem(mod)
+        return out
+
+    wa, wb = words(a), words(b)
+    sa, sb = {stem(w) for w in wa}, {stem(w) for w in wb}
+    pa, pb = pairs(wa), pairs(wb)
+    heads = _heads(places=False) | {stem(m.lower()) for t in (a, b) for m in _SLOT_CHANGE.findall(t)}
+    return any(h in pb and h not in heads and pa[h] != pb[h] and pa[h] not in sb and pb[h] not in sa for h in pa)
 
 
 def _new_thing(new: str, old: str) -> bool:
@@ -346,6 +402,8 @@ def distinct_facts(new: str, old: str) -> bool:
     if bool(periods_new) != bool(periods_old) and is_past_tense(t_new if periods_new else t_old) \
             and not STRONG_CHANGE.search(t_new):
         return True  # a past period of a life beside the present: "when I was in my twenties I lived on noodles"
+    if other_modifier(t_new, t_old):
+        return True  # another thing of the same kind: "my phone battery" after "the car battery"
     head = other_head(t_new, t_old)
     own_words = _OTHERS_REASON.sub(" ", t_new)  # the speaker's own change words
     if changed(own_words):
@@ -379,4 +437,4 @@ def distinct_facts(new: str, old: str) -> bool:
     return added_object(t_new, t_old) or added_object(t_old, t_new)
 
 
-__all__ = ["added_object", "changed", "distinct_facts", "move_within", "other_head", "statement_holder"]
+__all__ = ["added_object", "changed", "distinct_facts", "move_within", "other_head", "other_modifier", "statement_holder"]
