@@ -4,7 +4,7 @@ evidence turn in a search of the LLM-built memory and of one built by the rule e
 answers beside their evidence (docs/llm.md, "Measured on this machine").
 
     python -m benchmarks.llm_demo --model qwen-0.5b [--out results.json] [--answer-context turns]
-                                  [--answers-only]
+                                  [--answer-style short] [--answer-top-k K ...] [--answers-only]
 
 `--answer-context` sets `Config.answer_context` for the answers; `--answers-only` builds the memory
 with the rule extractor (no LLM in the construction) and asks the model the demo's questions under
@@ -30,36 +30,42 @@ def _demo() -> dict:
     return json.loads(resources.files("etamem.data").joinpath("demo_conversation.json").read_text(encoding="utf-8"))
 
 
-def _answers(mem: Memory, doc: dict, turns: dict) -> list[dict]:
+def _answers(mem: Memory, doc: dict, turns: dict, top_k: int | None = None) -> list[dict]:
     out = []
     for q in doc["questions"]:
         t = time.perf_counter()
-        ans = mem.answer(q["question"], space=doc["space"], now=q["now"])
+        ans = mem.answer(q["question"], space=doc["space"], now=q["now"], top_k=top_k)
         out.append({"question": q["question"], "answer": ans.text, "llm": ans.llm_used,
                     "s": round(time.perf_counter() - t, 1),
                     "evidence": [turns[e].text for e in q["evidence"] if e in turns]})
     return out
 
 
-def answers_only(model_name: str, threads: int = 2, cache: str | None = None) -> dict:
+def answers_only(model_name: str, threads: int = 2, cache: str | None = None, style: str = "locomo",
+                 top_ks: tuple[int, ...] = (10,)) -> dict:
     """The demo's questions answered by `model_name` over the rule extractor's memory, once per
-    answer context ("packet", "turns"): what the answer prompt's format alone changes."""
+    answer context ("packet", "turns") and evidence count in `top_ks`, under the answer prompt
+    `style`: what the answer prompt alone changes."""
     model = local_llm.known_model(model_name)
     doc = _demo()
-    record: dict = {"model": model.name, "construction": "rule extractor, no LLM", "answers": {}}
+    record: dict = {"model": model.name, "construction": "rule extractor, no LLM", "answer_style": style,
+                    "answers": {}}
     with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
         for context in ("packet", "turns"):
             cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
                          llm_response_format="json_object", top_k=10, llm_cache_path=cache, extractor="rule",
-                         supersession="rules", restatements="rules", llm_summaries=False, answer_context=context)
+                         supersession="rules", restatements="rules", llm_summaries=False, answer_context=context,
+                         answer_style=style)
             with Memory(config=cfg) as mem:
                 add_demo(mem, doc)
                 turns = {t.turn_id: t for t in mem.turns(doc["space"])}
-                record["answers"][context] = _answers(mem, doc, turns)
+                for k in top_ks:
+                    record["answers"][context if len(top_ks) == 1 else f"{context}, top {k}"] = _answers(mem, doc, turns, k)
     return record
 
 
-def run(model_name: str, threads: int = 2, cache: str | None = None, answer_context: str = "packet") -> dict:
+def run(model_name: str, threads: int = 2, cache: str | None = None, answer_context: str = "packet",
+        style: str = "locomo", answer_top_k: int = 10) -> dict:
     """The demo through `model_name` (a known model or its alias): the measured record. `cache`: an
     LLM reply cache file kept between runs (a rerun with the same prompts asks the model nothing)."""
     model = local_llm.known_model(model_name)
@@ -68,7 +74,7 @@ def run(model_name: str, threads: int = 2, cache: str | None = None, answer_cont
     with local_llm.LocalServer(local_llm.resolve_model(model_name), alias=model.name, threads=threads) as srv:
         cfg = Config(llm_model=model.name, llm_base_url=srv.base_url, llm_api_key=PLACEHOLDER_API_KEY,
                      llm_response_format="json_object", top_k=10,
-                     llm_cache_path=cache, answer_context=answer_context)
+                     llm_cache_path=cache, answer_context=answer_context, answer_style=style)
         with Memory(config=cfg) as mem:
             t0 = time.perf_counter()
             add_demo(mem, doc)
@@ -78,7 +84,8 @@ def run(model_name: str, threads: int = 2, cache: str | None = None, answer_cont
             flush_s = time.perf_counter() - t1
             turns = {t.turn_id: t for t in mem.turns(space)}
             record = {
-                "model": model.name, "answer_context": answer_context, "turns": len(doc["turns"]),
+                "model": model.name, "answer_context": answer_context, "answer_style": style,
+                "answer_top_k": answer_top_k, "turns": len(doc["turns"]),
                 "add_s": round(add_s, 1),
                 "s_per_turn": round(add_s / len(doc["turns"]), 2), "flush_s": round(flush_s, 1),
                 "llm_s_per_turn": round((add_s + flush_s) / len(doc["turns"]), 2),
@@ -89,7 +96,7 @@ def run(model_name: str, threads: int = 2, cache: str | None = None, answer_cont
                            "text": u.text} for u in mem.list(space)],
             }
             record["evidence_rank"] = {"llm": evidence_ranks(mem, doc)}
-            record["answers"] = _answers(mem, doc, turns)
+            record["answers"] = _answers(mem, doc, turns, answer_top_k)
     # the same demo with the offline extractor and no LLM path, whatever $ETAMEM_LLM_MODEL says
     rule_cfg = Config(extractor="rule", supersession="rules", restatements="rules", llm_summaries=False, top_k=10)
     with Memory(config=rule_cfg) as rule_mem:
@@ -125,11 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", default=None, help="an LLM reply cache file to keep between runs (default: none)")
     p.add_argument("--answer-context", default="packet", choices=("packet", "turns"),
                    help="Config.answer_context for the answers (default: packet)")
+    p.add_argument("--answer-style", default="locomo", choices=("locomo", "short"),
+                   help="Config.answer_style for the answers (default: locomo, the seed's prompt)")
+    p.add_argument("--answer-top-k", type=int, nargs="+", default=[10],
+                   help="evidence hits per answer (default 10; --answers-only takes several)")
     p.add_argument("--answers-only", action="store_true",
                    help="rule-extracted memory, the questions answered under both answer contexts")
     args = p.parse_args(argv)
-    record = (answers_only(args.model, args.threads, args.cache) if args.answers_only
-              else run(args.model, args.threads, args.cache, args.answer_context))
+    record = (answers_only(args.model, args.threads, args.cache, args.answer_style, tuple(args.answer_top_k))
+              if args.answers_only else run(args.model, args.threads, args.cache, args.answer_context,
+                                              args.answer_style, args.answer_top_k[0]))
     text = json.dumps(record, indent=1, default=str)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

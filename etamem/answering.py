@@ -121,11 +121,12 @@ def compose_answer(question: str, hits: list[Hit], sources: dict[str, Turn], *, 
     `time_summaries` is the Time-view section of the context packet; `memory_lines` "distinct"
     leaves out memory lines that only restate their source turns (`format_memories`), "all" not;
     `context` "packet" (memory lines, source turns, Time context) or "turns" (the hits' source
-    turns only, `turn_lines`: cut in rank order to the model's context, shown oldest first)."""
+    turns only, `turn_lines`: cut in rank order to the model's context, shown oldest first);
+    `style` "short" reads turns whatever `context` says."""
     if llm is None:  # the best statement for each kind asked (a date for when, ...: etamem.offline_answer)
         text = kind_answer(question, hits, n_sentences)
         return Answer(text=text or "No memories found.", hits=hits, llm_used=False, note=NO_LLM_NOTE)
-    if context == "turns":
+    if context == "turns" or style == "short":  # the short prompt has no source-turn or Time section
         lines = turn_lines(hits, sources)
         time_summaries = ""
 

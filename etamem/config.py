@@ -260,7 +260,11 @@ class Config:
     **Answering.**
 
     Attributes:
-        answer_style: "locomo" or "longmemeval".
+        answer_style: "locomo" or "longmemeval" (the seeds' answer prompts), or "short": the evidence
+            and the question with one line of instructions (`prompts/answer_short.txt`), for a small
+            local model that a long prompt confuses (docs/benchmarks.md, 'A short prompt for a small
+            reader'), over the evidence's source turns whatever `answer_context` says; the bench
+            gives every system the same prompt.
         answer_evidence_sentences: Without an LLM: sentences returned as the answer.
         answer_memory_lines: With `answer_context` "packet": "distinct" (default) leaves out a memory line that
             only restates its source turns (shown beside it), so a token budget holds more evidence
@@ -512,7 +516,7 @@ class Config:
     fta_construction_temperature: float = 0.7
 
     # --- answering -------------------------------------------------------------
-    answer_style: str = "locomo"  # "locomo" | "longmemeval"
+    answer_style: str = "locomo"  # "locomo" | "longmemeval" | "short"
     answer_evidence_sentences: int = 3  # without an LLM: sentences returned as the answer
     answer_memory_lines: str = "distinct"  # "distinct": no line that only restates its source turns | "all"
     answer_context: str = "turns"  # "turns": the evidence's source turns only | "packet": + memory lines, Time context
@@ -789,7 +793,7 @@ _CHOICES = {
     "supersession_llm_gate": ("rules", "slots", "all"),
     "restatements": ("auto", "rules", "llm", "off"),
     "extraction_style": ("locomo", "longmemeval"),
-    "answer_style": ("locomo", "longmemeval"),
+    "answer_style": ("locomo", "longmemeval", "short"),
     "answer_memory_lines": ("distinct", "all"),
     "answer_context": ("packet", "turns"),
     "routing": ("entropy", "mean"),

@@ -139,3 +139,27 @@ def test_memory_answer_reads_turns_only_when_configured(chat_server):
     assert "the memories above are the conversation turns themselves" in prompt
     with pytest.raises(ValueError, match="answer_context"):
         Config(answer_context="lines").validate()
+
+
+def test_short_answer_style_sends_the_evidence_with_one_line_of_instructions(chat_server):
+    """`answer_style="short"` (a small local reader): the evidence turns and the question under
+    `prompts/answer_short.txt`, none of the seed prompt's instructions; the bench gives every system
+    that style when the run's config asks for it, else the dataset's."""
+    from etamem.bench.qa_context import answer_style
+
+    chat_server.responder = lambda body: "Miso"
+    enc = HashingEncoder()
+    for context in ("turns", "packet"):  # no source-turn section: the turns themselves either way
+        config = Config(llm_model="m", llm_base_url=chat_server.base_url, llm_api_key="k", llm_max_retries=0,
+                        llm_background=False, llm_summaries=False, extractor="rules", answer_style="short",
+                        answer_context=context)
+        with Memory(None, config, text_encoder=enc, affect_tagger=VaderAffectTagger(enc)) as mem:
+            mem.add(TURNS, space="u")
+            assert mem.answer("What is the name of Ana's cat?", space="u").text == "Miso"
+        prompt = chat_server.requests[-1]["messages"][-1]["content"]
+        assert f"Ana: {TURNS[0]['text']}" in prompt and "Question: What is the name of Ana's cat?" in prompt
+        assert "# How to answer" not in prompt and "source turns below" not in prompt and len(prompt.split()) < 120
+    assert answer_style("locomo", config) == "short" and answer_style("locomo", Config()) == "locomo"
+    assert answer_style("longmemeval", Config(answer_style="longmemeval")) == "longmemeval"
+    with pytest.raises(ValueError, match="answer_style"):
+        Config(answer_style="tiny").validate()

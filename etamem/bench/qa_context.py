@@ -45,11 +45,20 @@ def question_date(q: BenchQuestion, tz: str):
         return None
 
 
+def answer_style(dataset: str, config: Config) -> str:
+    """The answer prompt's style for every system of a run: "short" when the config asks for it
+    (`Config.answer_style`), else the dataset's own."""
+    return "short" if config.answer_style == "short" else dataset
+
+
 def _style_prompt(dataset: str, q: BenchQuestion, units: list[Unit], turn_map, config: Config, time_text: str) -> str:
     from etamem.bench.qa import answer_prompt
 
-    return answer_prompt(dataset, q, units=units, turns=turn_map, tz=config.default_timezone,
-                         memory_lines=config.answer_memory_lines, time_summaries=time_text)
+    style = answer_style(dataset, config)
+    return answer_prompt(style, q, units=units, turns=turn_map, tz=config.default_timezone,
+                         # the short prompt has no source-turn section: every line is shown
+                         memory_lines="all" if style == "short" else config.answer_memory_lines,
+                         time_summaries=time_text)
 
 
 def _fitted(render: Callable[[int, str], str], n: int, time_lines: Callable[[int], list[str]], budget: int,
@@ -115,7 +124,7 @@ def qa_context(wb: Workbench, dataset: str, spec: SystemSpec, conv: BenchConvers
 
         def packet_prompt(hits: list, aux: bool) -> str:
             packet = wb.fta_packet(spec, conv.space, hits, auxiliary=aux)
-            return fta_prompt(q.question, packet, question_date=when, style=dataset)
+            return fta_prompt(q.question, packet, question_date=when, style=answer_style(dataset, config))
 
         if budget is None:
             units, hits = _leading(ranking, qa_turns)

@@ -34,6 +34,9 @@ def _print_hits(hits, mem, space) -> None:
 
 # --- demo ---------------------------------------------------------------------------------
 DEMO_PRESET = {"top_k": 10}  # the demo's answers use 10 units; --config / --set / --top-k override it
+# a small local reader: the short answer prompt over fewer turns (docs/benchmarks.md, 'A short prompt
+# for a small reader')
+LOCAL_DEMO_PRESET = {"top_k": 5, "answer_style": "short"}
 
 
 def cmd_demo(args) -> int:
@@ -41,7 +44,7 @@ def cmd_demo(args) -> int:
         from etamem.cli.llm import local_server_for
 
         with local_server_for(args, args.llm_model) as llm_values:
-            return run_demo(args, {**DEMO_PRESET, **llm_values})
+            return run_demo(args, {**LOCAL_DEMO_PRESET, **llm_values})
     return run_demo(args, DEMO_PRESET)
 
 

@@ -25,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 REWRITE_STAGE = "fta_rewrite"
 ANSWER_STAGE = "answer"
-ANSWER_PROMPTS = {"locomo": "fta_answer", "longmemeval": "fta_answer_longmemeval"}
+ANSWER_PROMPTS = {"locomo": "fta_answer", "longmemeval": "fta_answer_longmemeval",
+                  "short": "fta_answer"}  # FTA-Mem's packet has its sections; no short form of it
 MAX_REWRITE_CHARS = 1000  # a longer reply is an answer or an essay, not a query
 NONE = "(none)"
 SECTIONS = ("# Primary memory units", "# Linked neighbour units", "# Source dialogue spans", "# Auxiliary memory")
@@ -203,8 +204,8 @@ def rewrite_query(llm: Any, query: str, *, now: datetime | None = None) -> str:
 
 
 def answer_prompt(question: str, packet: str, *, question_date: datetime | None, style: str = "locomo") -> str:
-    """The answer prompt over `packet`: `fta_answer` for style "locomo", `fta_answer_longmemeval`
-    for "longmemeval" (ValueError for another style)."""
+    """The answer prompt over `packet`: `fta_answer` for style "locomo" (and "short"),
+    `fta_answer_longmemeval` for "longmemeval" (ValueError for another style)."""
     name = ANSWER_PROMPTS.get(style)
     if name is None:
         raise ValueError(f"style must be one of {sorted(ANSWER_PROMPTS)}, got {style!r}")
