@@ -12,6 +12,7 @@ PostgreSQL (tests/pg_server.py; skipped, saying why, only when none can be had):
 """
 import logging
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -46,6 +47,18 @@ def kill_backends(url: str) -> int:
 
     with psycopg.connect(split_pool_size(url)[0], autocommit=True) as admin:
         return admin.execute(KILL).fetchone()[0]
+
+
+def settled(store) -> None:
+    """Wait until the store's pool opens no connection in the background (its first fill, and the
+    growth a waiting request starts), so that `kill_backends` reaches every connection it will use;
+    a connection opened after the kill would make the next BEGIN succeed where a test expects it to
+    meet a dropped one (seen under a loaded 2-core CI run)."""
+    pool = store.pool._pool  # psycopg_pool's: these tests check how the pool meets dropped connections
+    pool.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while getattr(pool, "_growing", False) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def texts(hits) -> list[str]:
@@ -121,6 +134,7 @@ def test_a_transaction_or_snapshot_lost_at_begin_is_run_on_a_fresh_connection(pg
     from etamem.store.postgres import PgStore
 
     store = PgStore(pg_url)
+    settled(store)
     kill_backends(pg_url)
     store.set_meta("first", "1")  # its BEGIN met the dropped connection: nothing ran, so run again
     assert store.pool.reconnects == 1
