@@ -153,6 +153,11 @@ def _toks(t: str) -> list[str]:
             for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
 
 
+def _words(t: str) -> list[str]:
+    """`t`'s words lowercased, punctuation kept (phrase ends), the extractor's resolved dates left out."""
+    return [w.lower() for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
+
+
 def _word(w: str) -> bool:
     return bool(w) and w[0].isalpha()
 
@@ -191,10 +196,7 @@ def other_head(a: str, b: str) -> bool:
     verb's other object ("I eat breakfast" / "eating porridge") is not one."""
     from etamem.extraction.stems import STOPWORDS, stem
 
-    def words(t: str) -> list[str]:
-        return [w.lower() for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
-
-    wa, wb = words(a), words(b)
+    wa, wb = _words(a), _words(b)
     content = lambda ws: {stem(w) for w in ws if _word(w) and w not in STOPWORDS}  # noqa: E731
     shared = (content(wa) & content(wb)) - {"user"}
     heads = _heads(places=False)  # "concert parking" / "concert tickets", "Lisbon office" / "Lisbon airport"
@@ -235,9 +237,6 @@ def other_modifier(a: str, b: str) -> bool:
     team" / "the search team") are no other thing."""
     from etamem.extraction.stems import STOPWORDS, stem
 
-    def words(t: str) -> list[str]:
-        return [w.lower() for w in _TOKEN.findall(_PAREN.sub(" ", t.replace("\u2019", "'")))]
-
     def pairs(ws: list[str]) -> dict[str, str]:
         """head -> the modifier before it, both after a determiner or possessive"""
         out = {}
@@ -249,7 +248,7 @@ def other_modifier(a: str, b: str) -> bool:
                 out[stem(head)] = stem(mod)
         return out
 
-    wa, wb = words(a), words(b)
+    wa, wb = _words(a), _words(b)
     sa, sb = {stem(w) for w in wa}, {stem(w) for w in wb}
     pa, pb = pairs(wa), pairs(wb)
     heads = _heads(places=False) | {stem(m.lower()) for t in (a, b) for m in _SLOT_CHANGE.findall(t)}
